@@ -1,0 +1,455 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Errors of the file store, wrapped with the operation and the session id like those of
+// store.go.
+var (
+	// ErrInvalidID: the session id is empty, ".", "..", or holds a path separator or a NUL
+	// byte, so it cannot name a directory under the store's root.
+	ErrInvalidID = errors.New("invalid session id")
+	// ErrCorrupt: a stored header or event line cannot be decoded, or the log's seqs are not
+	// dense from 0. A torn last line left by a crash is not corruption.
+	ErrCorrupt = errors.New("session log is corrupt")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("session store is closed")
+)
+
+const (
+	headerFile = "header.json"
+	eventsFile = "events.jsonl"
+)
+
+// FileStore is the default Store. Each session is a directory under the root:
+//
+//	<root>/<id>/header.json   the header, written once, atomically
+//	<root>/<id>/events.jsonl  the log, one compact JSON event per line
+//
+// Every Append is one write call, made under an advisory flock of the events file; before
+// checking seqs it reads whatever another FileStore (in this or another process) appended
+// meanwhile, so two writers can never interleave undetected: the loser gets ErrSeqConflict.
+// Load reads under a shared flock and so never sees half an append. A torn last line left by
+// a crash is ignored by Load and cut off before the next Append.
+//
+// Operations complete even when their context is done: they are short local file I/O, and an
+// agent settling an aborted turn must still be able to record it.
+//
+// Subscribers see the events appended through this FileStore, not those of other writers.
+// The store keeps one open file per session it appended to or synced until Remove or Close.
+type FileStore struct {
+	root string
+
+	mu     sync.Mutex
+	logs   map[string]*eventLog
+	closed bool
+
+	subMu sync.Mutex
+	subs  map[string][]*subscription // replaced, never modified in place: publish reads a snapshot
+}
+
+var _ Store = (*FileStore)(nil)
+
+// NewFileStore returns a store keeping its sessions under root, creating root if needed.
+func NewFileStore(root string) (*FileStore, error) {
+	if root == "" {
+		return nil, errors.New("session: new file store: root is empty")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("session: new file store %s: %w", root, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("session: new file store: %w", err)
+	}
+	return &FileStore{
+		root: abs,
+		logs: make(map[string]*eventLog),
+		subs: make(map[string][]*subscription),
+	}, nil
+}
+
+// Root returns the absolute directory holding the sessions.
+func (s *FileStore) Root() string { return s.root }
+
+// Create creates the session if absent (see Store). Headers are compared by value, not by
+// bytes; a nil Route equals a zero one.
+func (s *FileStore) Create(_ context.Context, h Header) error {
+	if err := s.check(h.ID); err != nil {
+		return opErr("create", h.ID, err)
+	}
+	if err := h.Validate(); err != nil {
+		return opErr("create", h.ID, err)
+	}
+	dir := s.dir(h.ID)
+	existing, err := readHeader(dir)
+	if err == nil {
+		return opErr("create", h.ID, compareHeaders(existing, h))
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return opErr("create", h.ID, err)
+	}
+	if err := s.create(dir, h); err != nil {
+		return opErr("create", h.ID, err)
+	}
+	return nil
+}
+
+// create writes a new session directory. The header appears atomically (linked from a
+// complete, synced temporary file), and only after the events file exists, so a session with
+// a header always has a log. Losing a race with another creator compares headers like Create.
+func (s *FileStore) create(dir string, h Header) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, eventsFile), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".header-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), filepath.Join(dir, headerFile)); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		existing, rerr := readHeader(dir)
+		if rerr != nil {
+			return rerr
+		}
+		return compareHeaders(existing, h)
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	return syncDir(s.root)
+}
+
+// Append adds events to the end of the log (see Store). Subscribers are called after the
+// write, from this goroutine, in seq order.
+func (s *FileStore) Append(_ context.Context, id string, events ...Event) error {
+	if err := s.check(id); err != nil {
+		return opErr("append", id, err)
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	l, err := s.lockLog(id)
+	if err != nil {
+		return opErr("append", id, err)
+	}
+	defer l.mu.Unlock()
+	if err := l.append(events); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			s.forget(id, l)
+		}
+		return opErr("append", id, err)
+	}
+	// Still under l.mu, so batches of concurrent appenders reach subscribers in seq order.
+	s.publish(id, events)
+	return nil
+}
+
+// Sync fsyncs the session's events file, including events other writers appended.
+func (s *FileStore) Sync(_ context.Context, id string) error {
+	if err := s.check(id); err != nil {
+		return opErr("sync", id, err)
+	}
+	l, err := s.lockLog(id)
+	if err != nil {
+		return opErr("sync", id, err)
+	}
+	defer l.mu.Unlock()
+	if l.f == nil {
+		if err := l.open(); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				s.forget(id, l)
+			}
+			return opErr("sync", id, err)
+		}
+	}
+	if err := l.f.Sync(); err != nil {
+		return opErr("sync", id, err)
+	}
+	return nil
+}
+
+// Load returns the header and the whole log (see Store). It fails with ErrNotFound when the
+// session has no header, and with ErrCorrupt when a complete line cannot be decoded or seqs
+// are not dense from 0.
+func (s *FileStore) Load(_ context.Context, id string) (Header, []Event, error) {
+	if err := s.check(id); err != nil {
+		return Header{}, nil, opErr("load", id, err)
+	}
+	dir := s.dir(id)
+	h, err := readHeader(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = ErrNotFound
+		}
+		return Header{}, nil, opErr("load", id, err)
+	}
+	data, err := readShared(filepath.Join(dir, eventsFile))
+	if err != nil {
+		return Header{}, nil, opErr("load", id, err)
+	}
+	events, err := decodeEvents(data)
+	if err != nil {
+		return Header{}, nil, opErr("load", id, err)
+	}
+	return h, events, nil
+}
+
+// Subscribe calls fn with every event appended to the session through this store from now on
+// (see Store). fn may call the returned unsubscribe itself and then gets no further event;
+// once unsubscribe has returned, no Append that starts later calls fn.
+func (s *FileStore) Subscribe(id string, fn func(Event)) (unsubscribe func()) {
+	sub := &subscription{fn: fn}
+	sub.active.Store(true)
+	s.subMu.Lock()
+	s.subs[id] = append(slices.Clip(s.subs[id]), sub)
+	s.subMu.Unlock()
+	return func() {
+		if !sub.active.Swap(false) {
+			return
+		}
+		s.subMu.Lock()
+		defer s.subMu.Unlock()
+		var rest []*subscription
+		for _, other := range s.subs[id] {
+			if other != sub {
+				rest = append(rest, other)
+			}
+		}
+		if len(rest) == 0 {
+			delete(s.subs, id)
+		} else {
+			s.subs[id] = rest
+		}
+	}
+}
+
+// Remove deletes the session's directory and closes this store's file of it (see Store). It
+// holds the events file's lock while deleting, so no other store is mid-append.
+func (s *FileStore) Remove(_ context.Context, id string) error {
+	if err := s.check(id); err != nil {
+		return opErr("remove", id, err)
+	}
+	s.mu.Lock()
+	l := s.logs[id]
+	delete(s.logs, id)
+	s.mu.Unlock()
+	if l != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.dead = true
+		if err := l.close(); err != nil {
+			return opErr("remove", id, err)
+		}
+	}
+	dir := s.dir(id)
+	f, err := os.Open(filepath.Join(dir, eventsFile))
+	switch {
+	case err == nil:
+		defer f.Close() // releases the lock
+		if err := flock(f, unix.LOCK_EX); err != nil {
+			return opErr("remove", id, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return opErr("remove", id, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return opErr("remove", id, err)
+	}
+	return nil
+}
+
+// Close releases every open file. Afterwards every operation fails with ErrClosed. Close is
+// idempotent.
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	logs := s.logs
+	s.logs = nil
+	s.mu.Unlock()
+	var errs []error
+	for id, l := range logs {
+		l.mu.Lock()
+		l.dead = true
+		if err := l.close(); err != nil {
+			errs = append(errs, opErr("close", id, err))
+		}
+		l.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// check validates id and that the store is open.
+func (s *FileStore) check(id string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *FileStore) dir(id string) string { return filepath.Join(s.root, id) }
+
+// lockLog returns the session's log state, locked. Remove and Close unlink a log from the map
+// before marking it dead, so the retry finds a live one.
+func (s *FileStore) lockLog(id string) (*eventLog, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		l := s.logs[id]
+		if l == nil {
+			l = &eventLog{dir: s.dir(id)}
+			s.logs[id] = l
+		}
+		s.mu.Unlock()
+		l.mu.Lock()
+		if !l.dead {
+			return l, nil
+		}
+		l.mu.Unlock()
+	}
+}
+
+// forget drops the state of a session that does not exist; the caller holds l.mu.
+func (s *FileStore) forget(id string, l *eventLog) {
+	l.dead = true
+	s.mu.Lock()
+	if s.logs[id] == l {
+		delete(s.logs, id)
+	}
+	s.mu.Unlock()
+}
+
+type subscription struct {
+	fn     func(Event)
+	active atomic.Bool
+}
+
+func (s *FileStore) publish(id string, events []Event) {
+	s.subMu.Lock()
+	subs := s.subs[id]
+	s.subMu.Unlock()
+	for _, e := range events {
+		for _, sub := range subs {
+			if sub.active.Load() {
+				sub.fn(e)
+			}
+		}
+	}
+}
+
+// validateID rejects ids that could name anything but a direct child of the root.
+func validateID(id string) error {
+	var reason string
+	switch {
+	case id == "":
+		reason = "empty"
+	case id == "." || id == "..":
+		reason = "a relative path element"
+	case strings.ContainsAny(id, `/\`):
+		reason = "contains a path separator"
+	case strings.IndexByte(id, 0) >= 0:
+		reason = "contains a NUL byte"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w %q: %s", ErrInvalidID, id, reason)
+}
+
+func opErr(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("session: %s %s: %w", op, id, err)
+}
+
+func readHeader(dir string) (Header, error) {
+	data, err := os.ReadFile(filepath.Join(dir, headerFile))
+	if err != nil {
+		return Header{}, err
+	}
+	var h Header
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Header{}, fmt.Errorf("%w: %s: %v", ErrCorrupt, headerFile, err)
+	}
+	return h, nil
+}
+
+// compareHeaders returns nil if have and want are the same header, else ErrHeaderMismatch.
+func compareHeaders(have, want Header) error {
+	routeOf := func(h *Header) Route {
+		r := h.Route
+		h.Route = nil
+		if r == nil {
+			return Route{}
+		}
+		return *r
+	}
+	a, b := have, want
+	if routeOf(&a) == routeOf(&b) && a == b {
+		return nil
+	}
+	haveJSON, _ := json.Marshal(have)
+	wantJSON, _ := json.Marshal(want)
+	return fmt.Errorf("%w: have %s, want %s", ErrHeaderMismatch, haveJSON, wantJSON)
+}
+
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

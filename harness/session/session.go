@@ -1,0 +1,88 @@
+// Package session holds what every agent persists: a header and an append-only, densely
+// numbered event log, the Store that keeps them, and the file store used by default.
+//
+// The package knows nothing of subagents beyond the header fields they set (origin,
+// delegationDepth, seedLength).
+package session
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+)
+
+// OriginSubagent is the only origin a header may carry besides none.
+const OriginSubagent = "subagent"
+
+// MaxSafeInteger is 2^53−1, the largest integer every JSON reader represents exactly.
+const MaxSafeInteger = 1<<53 - 1
+
+// Route says which model adapter answers an agent, with which model, under which output cap.
+// MaxTokens 0 means no cap.
+type Route struct {
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	MaxTokens int64  `json:"maxTokens,omitempty"`
+}
+
+// IsZero reports whether no field of the route is set.
+func (r Route) IsZero() bool { return r == Route{} }
+
+// Override returns r with every non-zero field of o written over it.
+func (r Route) Override(o Route) Route {
+	if o.Provider != "" {
+		r.Provider = o.Provider
+	}
+	if o.Model != "" {
+		r.Model = o.Model
+	}
+	if o.MaxTokens != 0 {
+		r.MaxTokens = o.MaxTokens
+	}
+	return r
+}
+
+// Header describes a session. It is written once, when the session is created.
+type Header struct {
+	ID              string `json:"id"`
+	Cwd             string `json:"cwd"`
+	ParentSession   string `json:"parentSession,omitempty"`
+	Origin          string `json:"origin,omitempty"`
+	DelegationDepth int64  `json:"delegationDepth,omitempty"`
+	SeedLength      int64  `json:"seedLength,omitempty"`
+	AgentPreset     string `json:"agentPreset,omitempty"`
+	Route           *Route `json:"route,omitempty"`
+}
+
+// ErrInvalidHeader is wrapped by every error Header.Validate returns.
+var ErrInvalidHeader = errors.New("invalid session header")
+
+// Validate checks the rules of SPEC R-10: an id, an absolute cwd, origin empty or "subagent",
+// and non-negative safe integers.
+func (h Header) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidHeader, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case h.ID == "":
+		return bad("id is empty")
+	case !filepath.IsAbs(h.Cwd):
+		return bad("cwd must be an absolute path: %q", h.Cwd)
+	case h.Origin != "" && h.Origin != OriginSubagent:
+		return bad("origin must be %q or absent: %q", OriginSubagent, h.Origin)
+	case h.DelegationDepth < 0 || h.DelegationDepth > MaxSafeInteger:
+		return bad("delegationDepth must be a non-negative safe integer: %d", h.DelegationDepth)
+	case h.SeedLength < 0 || h.SeedLength > MaxSafeInteger:
+		return bad("seedLength must be a non-negative safe integer: %d", h.SeedLength)
+	}
+	if h.Route != nil && (h.Route.MaxTokens < 0 || h.Route.MaxTokens > MaxSafeInteger) {
+		return bad("route maxTokens must be a non-negative safe integer: %d", h.Route.MaxTokens)
+	}
+	return nil
+}
+
+// IsSafeInteger reports whether f is an integer in [0, 2^53−1].
+func IsSafeInteger(f float64) bool {
+	return f >= 0 && f <= MaxSafeInteger && f == math.Trunc(f)
+}

@@ -1,0 +1,69 @@
+// Package tools holds the tool registry, per-agent scopes (restrictions, scoped registrations,
+// guards, result observers) and the built-in file tools.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/subflow-dev/subflow/harness/session"
+)
+
+// Sandbox modes and approval policies an agent may run under.
+const (
+	SandboxReadOnly       = "read-only"
+	SandboxWorkspaceWrite = "workspace-write"
+	ApprovalNever         = "never"
+)
+
+// Env is what a tool call may know of the agent executing it.
+type Env struct {
+	SessionID      string
+	Cwd            string // absolute; file tools are confined to it
+	SandboxMode    string // "" when none was set
+	ApprovalPolicy string // "" when none was set
+}
+
+// Call is one tool call the model asked for. Input is a JSON object.
+type Call struct {
+	ID    string
+	Name  string
+	Input json.RawMessage
+}
+
+// Result is what a tool call gives back to the model.
+type Result struct {
+	Content []session.Block
+	IsError bool
+}
+
+// ErrorResult is the tool-facing rendering of a failure: one text block `Error: <msg>`.
+func ErrorResult(msg string) Result {
+	return Result{Content: []session.Block{session.Text("Error: " + msg)}, IsError: true}
+}
+
+// TextResult is a successful result of one text block.
+func TextResult(s string) Result {
+	return Result{Content: []session.Block{session.Text(s)}}
+}
+
+// Handler executes a call. A returned error is shown to the model as ErrorResult(err.Error()).
+type Handler func(ctx context.Context, env Env, call Call) (Result, error)
+
+// Tool is a named, described, schema-typed handler.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // JSON schema, object-rooted
+	// NeedsApproval, when set, reports whether this call needs a human's approval under env.
+	// No approver exists in subflow, so such calls are rejected without asking anyone.
+	NeedsApproval func(env Env, call Call) bool
+	Handler       Handler
+}
+
+// Guard runs before a call executes and can only deny: a non-empty return is the denial
+// message, shown to the model as ErrorResult(msg), and the handler does not run.
+type Guard func(ctx context.Context, env Env, call Call) (deny string)
+
+// Observer sees every execution's final result (after guards, approval and the handler).
+type Observer func(env Env, call Call, result Result)

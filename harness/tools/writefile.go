@@ -1,0 +1,65 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+func writeFileTool() Tool {
+	return Tool{
+		Name: "write_file",
+		Description: "Write a text file under the working directory, replacing it if it exists and " +
+			"creating missing parent directories.",
+		Parameters: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "File path relative to the working directory."},
+    "content": {"type": "string", "description": "The complete new content of the file."}
+  },
+  "required": ["path", "content"],
+  "additionalProperties": false
+}`),
+		// A read-only sandbox forbids writes unless someone approves, and nobody can.
+		NeedsApproval: func(env Env, _ Call) bool { return env.SandboxMode == SandboxReadOnly },
+		Handler:       writeFile,
+	}
+}
+
+type writeFileArgs struct {
+	Path    string  `json:"path"`
+	Content *string `json:"content"`
+}
+
+func writeFile(_ context.Context, env Env, call Call) (Result, error) {
+	var args writeFileArgs
+	if err := decodeInput(call, &args); err != nil {
+		return Result{}, err
+	}
+	switch {
+	case args.Path == "":
+		return Result{}, errors.New("invalid arguments: write_file: path is required")
+	case args.Content == nil:
+		return Result{}, errors.New("invalid arguments: write_file: content is required")
+	}
+	w, err := openWorkspace("write_file", env)
+	if err != nil {
+		return Result{}, err
+	}
+	defer w.Close()
+	rel, err := w.resolve(args.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+			return Result{}, w.fsErr(args.Path, err)
+		}
+	}
+	if err := w.root.WriteFile(rel, []byte(*args.Content), 0o644); err != nil {
+		return Result{}, w.fsErr(args.Path, err)
+	}
+	return TextResult(fmt.Sprintf("wrote %d bytes to %s", len(*args.Content), args.Path)), nil
+}

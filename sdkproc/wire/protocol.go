@@ -1,0 +1,85 @@
+package wire
+
+import (
+	"encoding/json"
+
+	"github.com/subflow-dev/subflow/harness/session"
+)
+
+// Methods and notifications of the child-runtime protocol (SPEC R-61…R-64).
+const (
+	MethodInitialize    = "initialize"
+	MethodSessionPrompt = "session/prompt"
+	MethodShutdown      = "shutdown"
+
+	NotifySessionEvent     = "session.event"
+	NotifySessionStatus    = "session.status"
+	NotifySubagentStarted  = "subagent.started"
+	NotifySubagentFinished = "subagent.finished"
+)
+
+// ServerName is the name the child runtime reports in InitializeResult.
+const ServerName = "deepseek-harness-sdk-runtime"
+
+// Session statuses carried by session.status.
+const (
+	StatusRunning = "running"
+	StatusIdle    = "idle"
+)
+
+// InitializeParams are the params of initialize. MaxTokens is kept as a JSON number (nil when
+// absent) so the runtime can reject a non-integer with the exact message of R-61.
+type InitializeParams struct {
+	Cwd       string          `json:"cwd"`
+	Provider  string          `json:"provider"`
+	Model     string          `json:"model"`
+	MaxTokens json.RawMessage `json:"maxTokens,omitempty"`
+}
+
+// ServerInfo identifies the runtime.
+type ServerInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// InitializeResult is the result of initialize.
+type InitializeResult struct {
+	ServerInfo ServerInfo `json:"serverInfo"`
+}
+
+// PromptParams are the params of session/prompt.
+type PromptParams struct {
+	SessionID     string          `json:"sessionId"`
+	ContentBlocks []session.Block `json:"contentBlocks"`
+}
+
+// PromptResult is the result of session/prompt: the id of the queued user message.
+type PromptResult struct {
+	MessageID string `json:"messageId"`
+}
+
+// SessionEventParams are the params of session.event. Event stays raw on the client side so a
+// malformed envelope is a protocol error of the run, not of the transport.
+type SessionEventParams struct {
+	SessionID string          `json:"sessionId"`
+	Event     json.RawMessage `json:"event"`
+}
+
+// SessionStatusParams are the params of session.status.
+type SessionStatusParams struct {
+	SessionID string `json:"sessionId"`
+	Status    string `json:"status"`
+}
+
+// SubagentStartedParams are the params of subagent.started.
+type SubagentStartedParams struct {
+	ParentSessionID string `json:"parentSessionId"`
+	ChildSessionID  string `json:"childSessionId"`
+}
+
+// SubagentFinishedParams are the params of subagent.finished.
+type SubagentFinishedParams struct {
+	ParentSessionID string `json:"parentSessionId"`
+	ChildSessionID  string `json:"childSessionId"`
+	StopReason      string `json:"stopReason"`
+}

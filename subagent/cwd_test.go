@@ -1,0 +1,74 @@
+package subagent
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestResolveCwd(t *testing.T) {
+	// EvalSymlinks: the temp dir itself may sit behind a symlink (macOS /var → /private/var).
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	work := filepath.Join(root, "work")
+	parent := filepath.Join(root, "parent")
+	require.NoError(t, os.Mkdir(work, 0o755))
+	require.NoError(t, os.Mkdir(parent, 0o755))
+	require.NoError(t, os.Symlink(work, filepath.Join(root, "link")))
+	file := filepath.Join(root, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	missing := filepath.Join(root, "missing")
+
+	const p = "subagent-dsh-sdk"
+	tests := []struct {
+		name string
+		opts CwdOptions
+		want string
+		rule string
+		msg  string
+	}{
+		{name: "config cwd wins", opts: CwdOptions{ConfigCwd: ptr(work), ParentCwd: parent}, want: work},
+		{name: "parent cwd when no config", opts: CwdOptions{ParentCwd: parent, ProcessCwd: work}, want: parent},
+		{name: "relative config resolves against the process cwd",
+			opts: CwdOptions{ConfigCwd: ptr("../work"), ProcessCwd: parent}, want: work},
+		{name: "path is cleaned", opts: CwdOptions{ParentCwd: work + "/./"}, want: work},
+		{name: "symlinks are resolved", opts: CwdOptions{ConfigCwd: ptr(filepath.Join(root, "link"))}, want: work},
+		{name: "empty config cwd", opts: CwdOptions{ConfigCwd: ptr(""), ParentCwd: parent}, rule: RuleEmptyCwd,
+			msg: p + ": config cwd must not be empty — omit the key to inherit the parent session cwd"},
+		{name: "no cwd at all, never the process cwd", opts: CwdOptions{ProcessCwd: work}, rule: RuleMissingCwd,
+			msg: p + ": no working directory for the child — configure `cwd` or delegate from a parent session that has one"},
+		{name: "relative config without a process cwd", opts: CwdOptions{ConfigCwd: ptr("work")}, rule: RuleRelativeCwd,
+			msg: p + ": config cwd must be an absolute path: work"},
+		{name: "relative parent cwd", opts: CwdOptions{ParentCwd: "rel/dir", ProcessCwd: root}, rule: RuleRelativeCwd,
+			msg: p + ": parent session cwd must be an absolute path: rel/dir"},
+		{name: "missing config dir", opts: CwdOptions{ConfigCwd: ptr(missing)}, rule: RuleInaccessibleCwd,
+			msg: p + ": config cwd is not an accessible directory: " + missing},
+		{name: "parent cwd is a file", opts: CwdOptions{ParentCwd: file}, rule: RuleInaccessibleCwd,
+			msg: p + ": parent session cwd is not an accessible directory: " + file},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.Prefix = p
+			got, err := ResolveCwd(tt.opts)
+			if tt.msg == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got)
+				return
+			}
+			require.EqualError(t, err, tt.msg)
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			assert.Equal(t, tt.rule, ve.Rule)
+		})
+	}
+}
+
+func TestResolveCwdCustomLabels(t *testing.T) {
+	_, err := ResolveCwd(CwdOptions{Prefix: "worker", ConfigCwd: ptr(""), ConfigLabel: "--cwd", ParentLabel: "parent cwd"})
+	require.EqualError(t, err, "worker: --cwd must not be empty — omit the key to inherit the parent cwd")
+	_, err = ResolveCwd(CwdOptions{Prefix: "worker", ParentCwd: "x", ParentLabel: "parent cwd"})
+	require.EqualError(t, err, "worker: parent cwd must be an absolute path: x")
+}

@@ -1,0 +1,25 @@
+// Package subagent is the seam between callers that delegate work to a child agent and the
+// providers that run such children (the in-process driver, the SDK subprocess provider).
+//
+// It defines what crosses the seam — Request, Result, StopReason, Capabilities, the Provider
+// and Run interfaces and a Registry of providers — and the rules every provider and caller
+// shares: the start checks (Registry.Check, CheckRequest), delegation depth (ChildDepth),
+// output selection over a child's events (Collector, SelectOutput), the stop-reason tables
+// (InProcessStopReason, SDKStopReason), the descriptor event payload, the tool-facing
+// renderings (ToolError, RenderResult), the maxDepth setting of the subagent tool
+// (MaxDepthSetting), the accepted JSON schema subset for structured output (CheckSchema,
+// CompileSchema, ValidateValue), the working-directory rules (ResolveCwd) and environment
+// scrubbing for child processes (ScrubEnv).
+//
+// Every start-check failure is a *ValidationError whose Error() is the exact user-visible
+// message and whose Rule is a short stable kebab-case name; a depth overflow past maxDepth is
+// a *DepthError that also unwraps to a *ValidationError, so
+//
+//	var ve *subagent.ValidationError
+//	if errors.As(err, &ve) { /* non-retryable, error type ve.Rule */ }
+//
+// recognises all of them alike.
+//
+// The package does no I/O, with one exception: ResolveCwd checks that the chosen directory
+// exists and resolves its symlinks.
+package subagent

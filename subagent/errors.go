@@ -1,0 +1,55 @@
+package subagent
+
+import "fmt"
+
+// Rules of ValidationError. They are stable: Temporal uses them as non-retryable error types.
+const (
+	RuleUnknownProvider       = "unknown-provider"
+	RuleUnsupportedCapability = "unsupported-capability"
+	RuleInvalidMaxDepth       = "invalid-max-depth"
+	RuleUnsupportedSchema     = "unsupported-schema"
+	RuleInvalidStoredDepth    = "invalid-stored-depth"
+	RuleInvalidRuntimeDepth   = "invalid-runtime-depth"
+	RuleDepthOverflow         = "depth-overflow"
+	RuleDepthExceeded         = "depth-exceeded"
+	RuleInvalidMaxDepthConfig = "invalid-max-depth-setting"
+	RuleDepthLimitUnsupported = "depth-limit-unsupported"
+	RuleEmptyCwd              = "empty-cwd"
+	RuleMissingCwd            = "missing-cwd"
+	RuleRelativeCwd           = "relative-cwd"
+	RuleInaccessibleCwd       = "inaccessible-cwd"
+)
+
+// ValidationError is a request or configuration rejected by a rule of this package, before
+// anything was created. Error returns Message unchanged (it is user- and model-visible);
+// Rule names the rule that failed.
+type ValidationError struct {
+	Rule    string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Message }
+
+func invalid(rule, format string, a ...any) *ValidationError {
+	return &ValidationError{Rule: rule, Message: fmt.Sprintf(format, a...)}
+}
+
+// DepthError reports a child depth past the request's maxDepth (SPEC R-5). It unwraps to a
+// *ValidationError with Rule RuleDepthExceeded and the same message, so callers that only
+// care whether a start check failed need not know this type.
+type DepthError struct {
+	Attempted int64 // the child depth the delegation would have had
+	Max       int64 // the request's maxDepth
+}
+
+func (e *DepthError) Error() string {
+	return fmt.Sprintf("subagent depth %d exceeds maxDepth %d", e.Attempted, e.Max)
+}
+
+// Rule returns RuleDepthExceeded.
+func (e *DepthError) Rule() string { return RuleDepthExceeded }
+
+// Unwrap returns the equivalent *ValidationError.
+func (e *DepthError) Unwrap() error {
+	return &ValidationError{Rule: RuleDepthExceeded, Message: e.Error()}
+}

@@ -1,0 +1,204 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/subflow-dev/subflow/harness/session"
+)
+
+// ErrScriptExhausted fails a scripted request that comes after the script's last response.
+var ErrScriptExhausted = errors.New("script exhausted")
+
+// Scripted is the deterministic, offline model of SPEC §9. The model name is the path of a JSON
+// script (relative paths resolve against Request.Cwd); each request of a session takes the
+// session's next response.
+//
+// Position rule: the first time a session id is seen by this value, its position starts at the
+// number of assistant messages in Request.Messages, so fork children (whose seed holds the
+// parent's answers) and sessions resumed in a new process continue where their history ends.
+// After that every request advances the position by one, failed ones included. A request
+// without a session id is stateless: its position is always that assistant-message count.
+//
+// A response with both "text" and "error" streams the text, then fails with the error. Usage is
+// an estimate: a quarter of the rune count of the request (input) and of the answer (output),
+// so that progress displays have numbers.
+//
+// The zero value is ready to use and safe for concurrent use. Positions are kept for the life
+// of the value.
+type Scripted struct {
+	scripts   scriptCache
+	mu        sync.Mutex
+	positions map[string]int
+}
+
+// NewScripted returns an empty scripted model.
+func NewScripted() *Scripted { return &Scripted{} }
+
+// Stream answers req with the session's next scripted response.
+func (m *Scripted) Stream(ctx context.Context, req Request, onText func(delta string)) (Response, error) {
+	if err := ctx.Err(); err != nil {
+		return Response{}, err
+	}
+	if req.Model == "" {
+		return Response{}, errors.New("scripted: no script: the model name must be the path of a JSON script")
+	}
+	path := req.Model
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(req.Cwd, path)
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return Response{}, fmt.Errorf("scripted: script %s: %w", req.Model, err)
+	}
+	s, err := m.scripts.load(path)
+	if err != nil {
+		return Response{}, err
+	}
+
+	idx := m.claim(req)
+	if idx >= len(s.responses) {
+		return Response{}, ErrScriptExhausted
+	}
+	r := s.responses[idx]
+
+	text := ""
+	if r.Text != nil {
+		text = *r.Text
+	}
+	if err := streamText(ctx, text, r.Chunks, time.Duration(r.DelayMs)*time.Millisecond, onText); err != nil {
+		return Response{}, err
+	}
+	if r.Error != nil {
+		return Response{}, errors.New(*r.Error)
+	}
+
+	resp := Response{Text: text, Finish: FinishStop}
+	outRunes := utf8.RuneCountInString(text)
+	for i, tc := range r.ToolCalls {
+		resp.ToolCalls = append(resp.ToolCalls, ToolCall{
+			ID:    fmt.Sprintf("call_%d_%d", idx, i),
+			Name:  tc.Name,
+			Input: tc.Input,
+		})
+		outRunes += utf8.RuneCountInString(tc.Name) + utf8.RuneCount(tc.Input)
+	}
+	switch {
+	case r.Finish == FinishLength:
+		resp.Finish = FinishLength
+	case len(resp.ToolCalls) > 0:
+		resp.Finish = FinishToolCalls
+	}
+	resp.Usage = session.Usage{InputTokens: estimateTokens(requestRunes(req)), OutputTokens: estimateTokens(outRunes)}
+	return resp, nil
+}
+
+// claim returns the position this request takes and advances the session's position.
+func (m *Scripted) claim(req Request) int {
+	if req.SessionID == "" {
+		return assistantCount(req.Messages)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pos, ok := m.positions[req.SessionID]
+	if !ok {
+		pos = assistantCount(req.Messages)
+	}
+	if m.positions == nil {
+		m.positions = make(map[string]int)
+	}
+	m.positions[req.SessionID] = pos + 1
+	return pos
+}
+
+func assistantCount(msgs []Message) int {
+	n := 0
+	for _, msg := range msgs {
+		if msg.Role == RoleAssistant {
+			n++
+		}
+	}
+	return n
+}
+
+// streamText sends text to onText in the given number of pieces (split by runes as evenly as
+// possible, never empty), waiting before each piece so the waits add up to delay. Without
+// text it waits the whole delay once. Cancellation during a wait returns ctx.Err().
+func streamText(ctx context.Context, text string, chunks int, delay time.Duration, onText func(string)) error {
+	pieces := splitRunes(text, max(chunks, 1))
+	if len(pieces) == 0 {
+		return sleep(ctx, delay)
+	}
+	var waited time.Duration
+	for i, p := range pieces {
+		// Cumulative targets keep the total exact whatever the rounding of each step.
+		target := delay * time.Duration(i+1) / time.Duration(len(pieces))
+		if err := sleep(ctx, target-waited); err != nil {
+			return err
+		}
+		waited = target
+		if onText != nil {
+			onText(p)
+		}
+	}
+	return nil
+}
+
+// splitRunes cuts s into min(n, rune count) pieces whose rune counts differ by at most one,
+// the longer ones first.
+func splitRunes(s string, n int) []string {
+	total := utf8.RuneCountInString(s)
+	if total == 0 {
+		return nil
+	}
+	n = min(n, total)
+	pieces := make([]string, 0, n)
+	base, extra := total/n, total%n
+	start := 0
+	for i := range n {
+		size := base
+		if i < extra {
+			size++
+		}
+		end := start
+		for range size {
+			_, w := utf8.DecodeRuneInString(s[end:])
+			end += w
+		}
+		pieces = append(pieces, s[start:end])
+		start = end
+	}
+	return pieces
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func requestRunes(req Request) int {
+	n := utf8.RuneCountInString(req.System)
+	for _, msg := range req.Messages {
+		for _, b := range msg.Content {
+			n += utf8.RuneCountInString(b.Text) + utf8.RuneCountInString(b.Name) + utf8.RuneCount(b.Input)
+		}
+	}
+	return n
+}
+
+// estimateTokens is the scripted model's token estimate: a quarter of the runes, rounded up.
+func estimateTokens(runes int) int64 { return int64(runes+3) / 4 }

@@ -1,0 +1,54 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Timeouts of the activities (DESIGN "Temporal conventions"). Drive and RunSDKChild
+// heartbeat at least once a second, so a dead worker is noticed within HeartbeatTimeout and
+// a cancel reaches a running child within one heartbeat interval (SPEC R-72).
+const (
+	ShortTimeout     = 30 * time.Second
+	DriveTimeout     = 2 * time.Hour
+	HeartbeatTimeout = 10 * time.Second
+)
+
+// shortOptions are those of CreateRootSession, Publish and ReadResult: seconds of work,
+// retried with backoff. WaitForCancellation lets the workflow learn whether a cancelled
+// Publish created the child after all.
+func shortOptions(summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: ShortTimeout,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			MaximumAttempts:        10,
+			NonRetryableErrorTypes: rejectionTypes,
+		},
+		Summary: summary,
+	}
+}
+
+// driveOptions are those of Drive and RunSDKChild: long, heartbeated, and waited for on
+// cancellation so the aborted result is there to read. A retried Drive resumes from the
+// session store; a retried RunSDKChild starts a new child process, hence fewer attempts.
+func driveOptions(summary string, attempts int32) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: DriveTimeout,
+		HeartbeatTimeout:    HeartbeatTimeout,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        time.Minute,
+			MaximumAttempts:        attempts,
+			NonRetryableErrorTypes: rejectionTypes,
+		},
+		Summary: summary,
+	}
+}

@@ -1,0 +1,104 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+// Provider names known to every worker.
+const (
+	ProviderSpawn = "spawn"
+	ProviderFork  = "fork"
+	ProviderSDK   = "sdk"
+)
+
+// Capabilities is the static capability table the workflow validates requests against
+// without I/O (SPEC R-3). A worker that registers further providers adds them here before
+// it starts; every worker of a task queue must hold the same table, or replays diverge.
+var Capabilities = map[string]subagent.Capabilities{
+	ProviderSpawn: {OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true},
+	ProviderFork:  {OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true, InheritsParentContext: true},
+	ProviderSDK:   {},
+}
+
+// Remote lists the providers whose children run out of process, through RunSDKChild.
+// Every other provider of Capabilities runs through Publish, Drive and ReadResult.
+var Remote = map[string]bool{ProviderSDK: true}
+
+// CheckStart runs the start checks of SPEC R-4 that need no I/O against Capabilities: the
+// provider must be listed, then subagent.CheckRequest. Every failure is a
+// *subagent.ValidationError.
+func CheckStart(provider string, req subagent.Request) error {
+	caps, ok := Capabilities[provider]
+	if !ok {
+		return &subagent.ValidationError{
+			Rule:    subagent.RuleUnknownProvider,
+			Message: fmt.Sprintf("no subagent provider registered for %q", provider),
+		}
+	}
+	return subagent.CheckRequest(provider, caps, req)
+}
+
+// RuleMissingParent rejects a request with neither a parent session nor a root session to
+// create.
+const RuleMissingParent = "missing-parent"
+
+// rejectionTypes are the ApplicationError types retry policies never retry: the rules of
+// package subagent and of this package.
+var rejectionTypes = []string{
+	subagent.RuleUnknownProvider,
+	subagent.RuleUnsupportedCapability,
+	subagent.RuleInvalidMaxDepth,
+	subagent.RuleUnsupportedSchema,
+	subagent.RuleInvalidStoredDepth,
+	subagent.RuleInvalidRuntimeDepth,
+	subagent.RuleDepthOverflow,
+	subagent.RuleDepthExceeded,
+	subagent.RuleInvalidMaxDepthConfig,
+	subagent.RuleDepthLimitUnsupported,
+	subagent.RuleEmptyCwd,
+	subagent.RuleMissingCwd,
+	subagent.RuleRelativeCwd,
+	subagent.RuleInaccessibleCwd,
+	RuleMissingParent,
+}
+
+// ToApplicationError returns err as Temporal should carry it. A *subagent.ValidationError
+// (or an error wrapping one, such as *subagent.DepthError) becomes a non-retryable
+// ApplicationError whose Type is the rule and whose message is exactly the validation
+// message; any other error is returned unchanged. Activities return their rejections
+// through it.
+func ToApplicationError(err error) error {
+	var ve *subagent.ValidationError
+	if errors.As(err, &ve) {
+		return temporal.NewNonRetryableApplicationError(ve.Message, ve.Rule, nil)
+	}
+	return err
+}
+
+// asRejection reports whether err (typically an activity error) is a rejection of the
+// request, and returns it as a fresh top-level non-retryable ApplicationError with the same
+// type and message, so callers see the message unwrapped.
+func asRejection(err error) (error, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return nil, false
+	}
+	if !appErr.NonRetryable() && !isRejectionType(appErr.Type()) {
+		return nil, false
+	}
+	return temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), nil), true
+}
+
+func isRejectionType(t string) bool {
+	for _, r := range rejectionTypes {
+		if r == t {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,374 @@
+package workflows
+
+import (
+	"errors"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+// cancelledBeforePublish is the message the published update fails with when the workflow
+// is cancelled before its child was published: no child exists.
+const cancelledBeforePublish = "subagent run was cancelled before it was published"
+
+// StartSubagent runs one delegation (SPEC R-70…R-75): validate without I/O, publish the
+// child, drive its one turn, read its result.
+//
+// The published update (UpdatePublished) completes at publication with Published, or fails
+// with the rejection: a non-retryable ApplicationError whose Type is the rule and whose
+// message is the exact SPEC message (the run then fails with the same error), or a
+// CanceledError when the run was cancelled before publication. The status query
+// (QueryStatus) answers at any time.
+//
+// Cancelling the workflow aborts the child (SPEC R-72): the drive is cancelled, the result
+// is read in a disconnected context, and the run ends Canceled with the Outcome as the
+// CanceledError's details. A cancel that arrives after the drive ended still ends the run
+// Canceled, its details then carrying the outcome as read (possibly completed). A run
+// cancelled before publication ends Canceled without details and leaves no child behind.
+func StartSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
+	r := &run{
+		in: in,
+		status: Status{
+			Phase:    PhaseValidating,
+			Provider: in.Provider,
+			Label:    in.Request.Label,
+			Parent:   in.Request.Parent.SessionID,
+		},
+	}
+	if err := r.registerHandlers(ctx); err != nil {
+		return Outcome{}, err
+	}
+	out, err := r.execute(ctx)
+	if !r.settled {
+		// Every path settles the publication; this is the safety net that keeps a caller
+		// of the update from waiting on a run that is over.
+		r.settle(Published{}, temporal.NewApplicationErrorWithCause(
+			"subagent run ended before it was published", "not-published", err))
+	}
+	// Disconnected: a cancelled run must still let its update handlers reply.
+	done, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(done, func() bool { return workflow.AllHandlersFinished(done) })
+	return out, err
+}
+
+// run is the state of one StartSubagent execution, read by its handlers.
+type run struct {
+	in        StartInput
+	status    Status
+	settled   bool
+	published Published
+	rejection error
+}
+
+func (r *run) registerHandlers(ctx workflow.Context) error {
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePublished,
+		func(ctx workflow.Context) (Published, error) {
+			// Disconnected: a cancel before publication must reach the caller as the
+			// settled rejection, not as the handler's own cancellation.
+			wait, _ := workflow.NewDisconnectedContext(ctx)
+			if err := workflow.Await(wait, func() bool { return r.settled }); err != nil {
+				return Published{}, err
+			}
+			return r.published, r.rejection
+		},
+		workflow.UpdateHandlerOptions{Description: "completes once the child is published: {runId, childId, depth}"})
+	if err != nil {
+		return err
+	}
+	return workflow.SetQueryHandlerWithOptions(ctx, QueryStatus,
+		func() (Status, error) { return r.status, nil },
+		workflow.QueryHandlerOptions{Description: "phase, child id, depth and the last known drive summary"})
+}
+
+func (r *run) execute(ctx workflow.Context) (Outcome, error) {
+	in := r.in
+	if err := r.upsert(ctx, startAttributes(in)...); err != nil {
+		return r.fail(err)
+	}
+	if err := CheckStart(in.Provider, in.Request); err != nil {
+		return r.reject(ctx, ToApplicationError(err))
+	}
+	if in.Request.Parent.SessionID == "" && in.Root == nil {
+		return r.reject(ctx, temporal.NewNonRetryableApplicationError(
+			"subagent request has no parent session and no root session to create", RuleMissingParent, nil))
+	}
+	childID, err := r.childID(ctx)
+	if err != nil {
+		return r.fail(err)
+	}
+	r.status.ChildID = childID
+	if Remote[in.Provider] {
+		return r.remote(ctx, childID)
+	}
+	return r.inProcess(ctx, childID)
+}
+
+// inProcess runs [CreateRootSession] → Publish → Drive → ReadResult.
+func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
+	req := r.in.Request
+	if req.Parent.SessionID == "" {
+		parent, err := r.createRoot(ctx)
+		if err != nil {
+			return r.reject(ctx, err)
+		}
+		req.Parent = parent
+	}
+
+	r.status.Phase = PhasePublishing
+	var pub Published
+	pubCtx := workflow.WithActivityOptions(ctx, shortOptions(r.activitySummary("publish")))
+	err := workflow.ExecuteActivity(pubCtx, ActivityPublish,
+		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req}).Get(ctx, &pub)
+	if err != nil {
+		return r.reject(ctx, err)
+	}
+	if err := r.publish(ctx, childID, pub); err != nil {
+		return r.fail(err)
+	}
+
+	r.status.Phase = PhaseDriving
+	var sum DriveSummary
+	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10))
+	err = workflow.ExecuteActivity(driveCtx, ActivityDrive,
+		DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req}).Get(ctx, &sum)
+	cancelled := ctx.Err() != nil
+	if err != nil && !cancelled {
+		return r.fail(err)
+	}
+	if err == nil {
+		r.status.Summary = &sum
+	}
+
+	// ReadResult is short and must run even when the workflow is cancelled: it records the
+	// abort and reads the partial output.
+	r.status.Phase = PhaseReading
+	readCtx, _ := workflow.NewDisconnectedContext(ctx)
+	readCtx = workflow.WithActivityOptions(readCtx, shortOptions(r.activitySummary("read result of")))
+	var out Outcome
+	err = workflow.ExecuteActivity(readCtx, ActivityReadResult,
+		ReadResultInput{ChildID: childID, Request: req, Cancelled: cancelled}).Get(readCtx, &out)
+	if err != nil {
+		return r.fail(err)
+	}
+	return r.finish(ctx, out)
+}
+
+// createRoot runs CreateRootSession with a generated session id (SPEC R-82).
+func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
+	r.status.Phase = PhaseCreatingRoot
+	var id string
+	if err := workflow.SideEffect(ctx, newID).Get(&id); err != nil {
+		return subagent.ParentRef{}, err
+	}
+	actx := workflow.WithActivityOptions(ctx, shortOptions("create root session for "+r.in.Provider+" child "+short(r.status.ChildID)))
+	var parent subagent.ParentRef
+	err := workflow.ExecuteActivity(actx, ActivityCreateRootSession,
+		CreateRootSessionInput{SessionID: id, Root: *r.in.Root}).Get(ctx, &parent)
+	if err != nil {
+		return subagent.ParentRef{}, err
+	}
+	r.status.Parent = parent.SessionID
+	if err := r.upsert(ctx, AttrParent.ValueSet(parent.SessionID)); err != nil {
+		return subagent.ParentRef{}, err
+	}
+	return parent, nil
+}
+
+// remote runs RunSDKChild, which publishes through SignalSDKPublished while it runs.
+func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
+	r.status.Phase = PhasePublishing
+	actx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("run"), 3))
+	fut := workflow.ExecuteActivity(actx, ActivityRunSDKChild, SDKInput{
+		Provider:   r.in.Provider,
+		RunID:      childID,
+		Request:    r.in.Request,
+		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
+	})
+	var failed error
+	done := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(fut, func(workflow.Future) { done = true })
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalSDKPublished), func(c workflow.ReceiveChannel, _ bool) {
+		var pub Published
+		c.ReceiveAsync(&pub)
+		if r.settled || failed != nil {
+			return // a retried attempt handshakes again
+		}
+		if err := r.publish(ctx, childID, pub); err != nil {
+			failed = err
+			return
+		}
+		r.status.Phase = PhaseDriving
+	})
+	for !done {
+		sel.Select(ctx)
+	}
+	if failed != nil {
+		return r.fail(failed)
+	}
+
+	var out Outcome
+	err := fut.Get(ctx, &out)
+	cancelled := ctx.Err() != nil
+	switch {
+	case err != nil && !r.settled:
+		return r.reject(ctx, err)
+	case err != nil && !cancelled:
+		return r.fail(err)
+	case err != nil:
+		out = canceledOutcome(err, Outcome{
+			ChildID: childID,
+			Depth:   r.published.Depth,
+			Result:  subagent.Result{StopReason: subagent.StopAborted},
+		})
+	case !r.settled:
+		// The child ran to the end without its signal reaching us.
+		if err := r.publish(ctx, childID, Published{Depth: out.Depth}); err != nil {
+			return r.fail(err)
+		}
+	}
+	out.ChildID = childID
+	return r.finish(ctx, out)
+}
+
+// canceledOutcome returns the Outcome a cancelled RunSDKChild carried in its CanceledError
+// details, or fallback when it carried none (the activity never answered the cancel, or the
+// test environment dropped its answer).
+func canceledOutcome(err error, fallback Outcome) Outcome {
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) && canceled.HasDetails() {
+		var out Outcome
+		if canceled.Details(&out) == nil {
+			return out
+		}
+	}
+	return fallback
+}
+
+// publish records the publication, upserts the child's search attributes and completes the
+// published update.
+func (r *run) publish(ctx workflow.Context, childID string, pub Published) error {
+	pub.RunID = workflow.GetInfo(ctx).WorkflowExecution.RunID
+	pub.ChildID = childID
+	r.status.ChildID = childID
+	r.status.Depth = pub.Depth
+	attrs := []temporal.SearchAttributeUpdate{AttrChild.ValueSet(childID), AttrDepth.ValueSet(pub.Depth)}
+	if model(r.in) == "" && pub.Model != "" {
+		attrs = append(attrs, AttrModel.ValueSet(pub.Model))
+	}
+	if err := r.upsert(ctx, attrs...); err != nil {
+		return err
+	}
+	r.settle(pub, nil)
+	return nil
+}
+
+// finish ends a published run with its outcome: Canceled with the outcome as details when
+// the workflow was cancelled, completed otherwise.
+func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
+	cancelled := ctx.Err() != nil
+	stop := out.Result.StopReason
+	if stop == "" && cancelled {
+		stop = subagent.StopAborted
+	}
+	r.status.StopReason = stop
+	// The outcome is final: record its stop reason even when the run was cancelled.
+	upsertCtx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := r.upsert(upsertCtx, AttrStopReason.ValueSet(string(stop))); err != nil {
+		return r.fail(err)
+	}
+	if cancelled {
+		r.status.Phase = PhaseCancelled
+		return out, temporal.NewCanceledError(out)
+	}
+	r.status.Phase = PhaseCompleted
+	return out, nil
+}
+
+// reject ends a run that never published its child. A cancellation becomes a CanceledError;
+// a rejection by a rule becomes a top-level non-retryable ApplicationError carrying the exact
+// message; anything else fails the run as is. The update caller gets the same error.
+func (r *run) reject(ctx workflow.Context, err error) (Outcome, error) {
+	if ctx.Err() != nil && temporal.IsCanceledError(err) {
+		r.settle(Published{}, temporal.NewCanceledErrorWithOptions(temporal.CanceledErrorOptions{Message: cancelledBeforePublish}))
+		r.status.Phase = PhaseCancelled
+		return Outcome{}, temporal.NewCanceledError()
+	}
+	if rejection, ok := asRejection(err); ok {
+		err = rejection
+	}
+	r.settle(Published{}, err)
+	return r.fail(err)
+}
+
+// fail ends a run with err.
+func (r *run) fail(err error) (Outcome, error) {
+	r.status.Phase = PhaseFailed
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		r.status.Error = appErr.Message()
+	} else {
+		r.status.Error = err.Error()
+	}
+	return Outcome{}, err
+}
+
+func (r *run) settle(pub Published, err error) {
+	if r.settled {
+		return
+	}
+	r.settled, r.published, r.rejection = true, pub, err
+}
+
+// childID returns StartInput.ChildID, or a UUID generated in a side effect.
+func (r *run) childID(ctx workflow.Context) (string, error) {
+	if r.in.ChildID != "" {
+		return r.in.ChildID, nil
+	}
+	var id string
+	err := workflow.SideEffect(ctx, newID).Get(&id)
+	return id, err
+}
+
+func newID(workflow.Context) any { return uuid.NewString() }
+
+// startAttributes are the search attributes known before anything runs.
+func startAttributes(in StartInput) []temporal.SearchAttributeUpdate {
+	var attrs []temporal.SearchAttributeUpdate
+	keyword := func(key temporal.SearchAttributeKeyKeyword, v string) {
+		if v != "" {
+			attrs = append(attrs, key.ValueSet(v))
+		}
+	}
+	keyword(AttrProvider, in.Provider)
+	keyword(AttrModel, model(in))
+	keyword(AttrParent, in.Request.Parent.SessionID)
+	keyword(AttrBatch, in.Batch)
+	if in.Request.Label != "" {
+		attrs = append(attrs, AttrLabel.ValueSet(in.Request.Label))
+	}
+	return attrs
+}
+
+func (r *run) upsert(ctx workflow.Context, attrs ...temporal.SearchAttributeUpdate) error {
+	if len(attrs) == 0 {
+		return nil
+	}
+	return workflow.UpsertTypedSearchAttributes(ctx, attrs...)
+}
+
+// activitySummary is the UI line of an activity, e.g. "drive spawn child 1a2b3c4d".
+func (r *run) activitySummary(verb string) string {
+	return verb + " " + r.in.Provider + " child " + short(r.status.ChildID)
+}
+
+// short returns the first 8 characters of an id, enough to tell runs apart in a list.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

@@ -1,0 +1,376 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+func TestInProcessRunCompletes(t *testing.T) {
+	h := newHarness(t)
+	u := h.sendUpdate()
+	in := spawnInput()
+	h.run(t, in)
+
+	require.NoError(t, h.env.GetWorkflowError())
+	var out Outcome
+	require.NoError(t, h.env.GetWorkflowResult(&out))
+	assert.Equal(t, Outcome{ChildID: "child-1", Depth: 2, Result: subagent.Result{
+		Output: []session.Block{session.Text("done")}, StopReason: subagent.StopCompleted}}, out)
+
+	pub, err := u.get(t)
+	require.NoError(t, err)
+	assert.Equal(t, "child-1", pub.ChildID)
+	assert.Equal(t, int64(2), pub.Depth)
+	assert.NotEmpty(t, pub.RunID, "the update answers with the workflow run id")
+
+	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
+	assert.Equal(t, PublishInput{Provider: ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
+	assert.Equal(t, DriveInput{Provider: ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
+	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
+
+	assert.Equal(t, map[string]any{
+		"SubagentProvider":   "spawn",
+		"SubagentModel":      "model-a",
+		"SubagentParent":     "parent-1",
+		"SubagentBatch":      "batch-7",
+		"SubagentLabel":      "summarise",
+		"SubagentChild":      "child-1",
+		"SubagentDepth":      int64(2),
+		"SubagentStopReason": "completed",
+	}, h.Attrs())
+}
+
+func TestChildIDIsGeneratedWhenNotGiven(t *testing.T) {
+	h := newHarness(t)
+	u := h.sendUpdate()
+	in := spawnInput()
+	in.ChildID = ""
+	h.run(t, in)
+
+	require.NoError(t, h.env.GetWorkflowError())
+	id := h.fakes.publish[0].ChildID
+	_, err := uuid.Parse(id)
+	require.NoError(t, err, "the side effect generates a UUID")
+	assert.Equal(t, id, h.fakes.drives[0].ChildID)
+	assert.Equal(t, id, h.fakes.reads[0].ChildID)
+	pub, err := u.get(t)
+	require.NoError(t, err)
+	assert.Equal(t, id, pub.ChildID)
+}
+
+func TestRootSessionIsCreatedWithoutParent(t *testing.T) {
+	h := newHarness(t)
+	h.sendUpdate()
+	in := spawnInput()
+	in.Request.Parent = subagent.ParentRef{}
+	in.Request.AgentOptions = session.Route{}
+	in.Root = &RootSession{Cwd: "/work/repo", Route: session.Route{Provider: "scripted", Model: "root-model"}, Preset: "default"}
+	h.run(t, in)
+
+	require.NoError(t, h.env.GetWorkflowError())
+	assert.Equal(t, []string{ActivityCreateRootSession, ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
+	root := h.fakes.roots[0]
+	assert.Equal(t, *in.Root, root.Root)
+	_, err := uuid.Parse(root.SessionID)
+	require.NoError(t, err)
+	wantParent := subagent.ParentRef{SessionID: "root-" + root.SessionID, Cwd: "/work/repo"}
+	assert.Equal(t, wantParent, h.fakes.publish[0].Request.Parent, "the child is published under the new root")
+	assert.Equal(t, wantParent, h.fakes.drives[0].Request.Parent)
+	assert.Equal(t, "root-model", h.Attrs()["SubagentModel"])
+	assert.Equal(t, wantParent.SessionID, h.Attrs()["SubagentParent"])
+}
+
+func TestValidationRejectsBeforeAnythingRuns(t *testing.T) {
+	tests := []struct {
+		name     string
+		provider string
+		edit     func(*subagent.Request)
+		rule     string
+		msg      string
+	}{
+		{name: "unknown provider", provider: "nope",
+			rule: subagent.RuleUnknownProvider, msg: `no subagent provider registered for "nope"`},
+		{name: "sdk has no outputSchema", provider: ProviderSDK,
+			edit: func(r *subagent.Request) { r.OutputSchema = json.RawMessage(`{"type": "object"}`) },
+			rule: subagent.RuleUnsupportedCapability,
+			msg:  `subagent provider "sdk" does not support the "outputSchema" capability`},
+		{name: "bad maxDepth", provider: ProviderSpawn,
+			edit: func(r *subagent.Request) { r.MaxDepth = ptr(int64(-1)) },
+			rule: subagent.RuleInvalidMaxDepth, msg: "subagent maxDepth must be a non-negative safe integer"},
+		{name: "bad schema", provider: ProviderFork,
+			edit: func(r *subagent.Request) { r.OutputSchema = json.RawMessage(`{"type": "string"}`) },
+			rule: subagent.RuleUnsupportedSchema,
+			msg:  `unsupported JSON schema: schema.type must be "object" (structured output is object-rooted)`},
+		{name: "no parent and no root", provider: ProviderSpawn,
+			edit: func(r *subagent.Request) { r.Parent = subagent.ParentRef{} },
+			rule: RuleMissingParent, msg: "subagent request has no parent session and no root session to create"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			u := h.sendUpdate()
+			in := spawnInput()
+			in.Provider = tt.provider
+			if tt.edit != nil {
+				tt.edit(&in.Request)
+			}
+			h.run(t, in)
+
+			assertRejected(t, h.env.GetWorkflowError(), tt.rule, tt.msg)
+			_, err := u.get(t)
+			assertRejected(t, err, tt.rule, tt.msg)
+			assert.Empty(t, h.fakes.Calls(), "nothing is created")
+		})
+	}
+}
+
+func TestDepthErrorFromPublishReachesTheCaller(t *testing.T) {
+	h := newHarness(t)
+	h.fakes.onPublish = func(context.Context, PublishInput) (Published, error) {
+		return Published{}, ToApplicationError(&subagent.DepthError{Attempted: 4, Max: 3})
+	}
+	u := h.sendUpdate()
+	in := spawnInput()
+	in.Request.MaxDepth = ptr(int64(3))
+	h.run(t, in)
+
+	const msg = "subagent depth 4 exceeds maxDepth 3"
+	assertRejected(t, h.env.GetWorkflowError(), subagent.RuleDepthExceeded, msg)
+	_, err := u.get(t)
+	assertRejected(t, err, subagent.RuleDepthExceeded, msg)
+	assert.Equal(t, []string{ActivityPublish}, h.fakes.Calls(), "a rejected publish is not retried")
+}
+
+func TestUpdateAnswersAtPublishBeforeDriveEnds(t *testing.T) {
+	h := newHarness(t)
+	var u *updateAnswer
+	sawAnswer := false
+	h.fakes.onDrive = func(context.Context, DriveInput) (DriveSummary, error) {
+		sawAnswer = closed(u.done)
+		return DriveSummary{Steps: 1}, nil
+	}
+	u = h.sendUpdate()
+	h.run(t, spawnInput())
+
+	require.NoError(t, h.env.GetWorkflowError())
+	assert.True(t, sawAnswer, "the caller had {runId, childId, depth} while the child was still driving")
+	pub, err := u.get(t)
+	require.NoError(t, err)
+	assert.Equal(t, "child-1", pub.ChildID)
+	assert.Equal(t, int64(2), pub.Depth)
+	assert.NotEmpty(t, pub.RunID)
+}
+
+func TestCancelDuringDriveEndsCanceledWithAbortedOutcome(t *testing.T) {
+	h := newHarness(t)
+	driving := make(chan struct{})
+	park := blockUntilCancelled(t)
+	h.fakes.onDrive = func(ctx context.Context, _ DriveInput) (DriveSummary, error) {
+		close(driving)
+		park(ctx)
+		return DriveSummary{}, temporal.NewCanceledError()
+	}
+	u := h.sendUpdate()
+	h.whenClosed(driving, h.env.CancelWorkflow)
+	h.run(t, spawnInput())
+
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	var out Outcome
+	require.NoError(t, canceled.Details(&out))
+	assert.Equal(t, Outcome{ChildID: "child-1", Depth: 2, Result: subagent.Result{
+		Output: []session.Block{session.Text("partial")}, StopReason: subagent.StopAborted}}, out)
+
+	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
+	assert.True(t, h.fakes.reads[0].Cancelled, "the result is read as cancelled")
+	assert.Equal(t, "aborted", h.Attrs()["SubagentStopReason"])
+	_, err := u.get(t)
+	require.NoError(t, err, "the child was published before the cancel")
+}
+
+func TestCancelBeforePublishCreatesNoChild(t *testing.T) {
+	h := newHarness(t)
+	publishing := make(chan struct{})
+	park := blockUntilCancelled(t)
+	h.fakes.onPublish = func(ctx context.Context, _ PublishInput) (Published, error) {
+		close(publishing)
+		park(ctx)
+		return Published{}, temporal.NewCanceledError()
+	}
+	u := h.sendUpdate()
+	h.whenClosed(publishing, h.env.CancelWorkflow)
+	h.run(t, spawnInput())
+
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	assert.False(t, canceled.HasDetails(), "no child, no outcome")
+	_, err := u.get(t)
+	require.ErrorAs(t, err, &canceled)
+	assert.EqualError(t, err, "subagent run was cancelled before it was published")
+	assert.Equal(t, []string{ActivityPublish}, h.fakes.Calls())
+	assert.NotContains(t, h.Attrs(), "SubagentChild")
+}
+
+func TestStatusQueryDuringDrive(t *testing.T) {
+	h := newHarness(t)
+	driving := make(chan struct{})
+	queried := make(chan struct{})
+	h.fakes.onDrive = func(context.Context, DriveInput) (DriveSummary, error) {
+		close(driving)
+		closed(queried)
+		return DriveSummary{Steps: 4, StreamedBytes: 99, OutputTokens: 12}, nil
+	}
+	h.sendUpdate()
+	var during Status
+	var queryErr error
+	h.whenClosed(driving, func() {
+		defer close(queried)
+		val, err := h.env.QueryWorkflow(QueryStatus)
+		if queryErr = err; err == nil {
+			queryErr = val.Get(&during)
+		}
+	})
+	h.run(t, spawnInput())
+
+	require.NoError(t, h.env.GetWorkflowError())
+	require.NoError(t, queryErr)
+	assert.Equal(t, Status{Phase: PhaseDriving, Provider: ProviderSpawn, Label: "summarise",
+		Parent: "parent-1", ChildID: "child-1", Depth: 2}, during)
+
+	val, err := h.env.QueryWorkflow(QueryStatus)
+	require.NoError(t, err)
+	var after Status
+	require.NoError(t, val.Get(&after))
+	assert.Equal(t, PhaseCompleted, after.Phase)
+	assert.Equal(t, subagent.StopCompleted, after.StopReason)
+	assert.Equal(t, &DriveSummary{Steps: 4, StreamedBytes: 99, OutputTokens: 12}, after.Summary)
+}
+
+func sdkInput() StartInput {
+	in := spawnInput()
+	in.Provider = ProviderSDK
+	in.ChildID = "run-1"
+	return in
+}
+
+func TestSDKSignalCompletesTheUpdate(t *testing.T) {
+	h := newHarness(t)
+	started := make(chan struct{})
+	var u *updateAnswer
+	sawAnswer := false
+	h.fakes.onSDK = func(_ context.Context, in SDKInput) (Outcome, error) {
+		close(started)
+		sawAnswer = closed(u.done)
+		return Outcome{ChildID: in.RunID, Depth: 1, Result: subagent.Result{
+			Output: []session.Block{session.Text("sdk done")}, StopReason: subagent.StopCompleted}}, nil
+	}
+	u = h.sendUpdate()
+	h.whenClosed(started, func() { h.env.SignalWorkflow(SignalSDKPublished, Published{Depth: 1}) })
+	in := sdkInput()
+	h.run(t, in)
+
+	require.NoError(t, h.env.GetWorkflowError())
+	assert.True(t, sawAnswer, "the update answered while the sdk child was running")
+	pub, err := u.get(t)
+	require.NoError(t, err)
+	assert.Equal(t, "run-1", pub.ChildID)
+	assert.Equal(t, int64(1), pub.Depth)
+	assert.NotEmpty(t, pub.RunID)
+
+	assert.Equal(t, []string{ActivityRunSDKChild}, h.fakes.Calls())
+	sdk := h.fakes.sdks[0]
+	assert.Equal(t, "run-1", sdk.RunID)
+	assert.Equal(t, in.Request, sdk.Request)
+	assert.NotEmpty(t, sdk.WorkflowID, "the activity signals its own workflow")
+
+	var out Outcome
+	require.NoError(t, h.env.GetWorkflowResult(&out))
+	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	assert.Equal(t, int64(1), h.Attrs()["SubagentDepth"])
+	assert.Equal(t, "run-1", h.Attrs()["SubagentChild"])
+}
+
+func TestSDKPublishesAtTheEndWithoutSignal(t *testing.T) {
+	h := newHarness(t)
+	u := h.sendUpdate()
+	h.run(t, sdkInput())
+
+	require.NoError(t, h.env.GetWorkflowError())
+	pub, err := u.get(t)
+	require.NoError(t, err)
+	assert.Equal(t, Published{RunID: pub.RunID, ChildID: "run-1", Depth: 1}, pub)
+}
+
+func TestSDKCancelEndsCanceledWithAbortedOutcome(t *testing.T) {
+	h := newHarness(t)
+	started := make(chan struct{})
+	park := blockUntilCancelled(t)
+	h.fakes.onSDK = func(ctx context.Context, in SDKInput) (Outcome, error) {
+		close(started)
+		park(ctx)
+		return Outcome{}, temporal.NewCanceledError(Outcome{ChildID: in.RunID, Depth: 1,
+			Result: subagent.Result{StopReason: subagent.StopAborted}})
+	}
+	u := h.sendUpdate()
+	h.whenClosed(started, func() { h.env.SignalWorkflow(SignalSDKPublished, Published{Depth: 1}) })
+	h.whenClosed(u.done, h.env.CancelWorkflow)
+	h.run(t, sdkInput())
+
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	var out Outcome
+	require.NoError(t, canceled.Details(&out))
+	assert.Equal(t, "run-1", out.ChildID)
+	assert.Equal(t, int64(1), out.Depth)
+	assert.Equal(t, subagent.StopAborted, out.Result.StopReason)
+	assert.Equal(t, "aborted", h.Attrs()["SubagentStopReason"])
+}
+
+func TestCanceledOutcomePrefersTheActivityDetails(t *testing.T) {
+	fallback := Outcome{ChildID: "run-1", Result: subagent.Result{StopReason: subagent.StopAborted}}
+	carried := Outcome{ChildID: "run-1", Depth: 3, Result: subagent.Result{
+		Output: []session.Block{session.Text("partial")}, StopReason: subagent.StopAborted}}
+
+	assert.Equal(t, carried, canceledOutcome(temporal.NewCanceledError(carried), fallback))
+	assert.Equal(t, fallback, canceledOutcome(temporal.NewCanceledError(), fallback))
+	assert.Equal(t, fallback, canceledOutcome(errors.New("not canceled"), fallback))
+}
+
+// assertRejected checks a rejection as Temporal carries it and as Rejection returns it.
+func assertRejected(t *testing.T, err error, rule, msg string) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, msg, appErr.Message(), "the SPEC message, byte for byte")
+	assert.Equal(t, rule, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	ve := Rejection(err)
+	require.NotNil(t, ve)
+	assert.EqualError(t, ve, msg)
+	assert.Equal(t, rule, ve.Rule)
+}
+
+func TestSDKRejectionBeforeHandshakeReachesTheCaller(t *testing.T) {
+	h := newHarness(t)
+	const msg = "subagent-dsh-sdk: no working directory for the child — configure `cwd` or delegate from a parent session that has one"
+	h.fakes.onSDK = func(context.Context, SDKInput) (Outcome, error) {
+		return Outcome{}, ToApplicationError(&subagent.ValidationError{Rule: subagent.RuleMissingCwd, Message: msg})
+	}
+	u := h.sendUpdate()
+	h.run(t, sdkInput())
+
+	assertRejected(t, h.env.GetWorkflowError(), subagent.RuleMissingCwd, msg)
+	_, err := u.get(t)
+	assertRejected(t, err, subagent.RuleMissingCwd, msg)
+	assert.Equal(t, []string{ActivityRunSDKChild}, h.fakes.Calls())
+}

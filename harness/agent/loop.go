@@ -1,0 +1,316 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
+)
+
+// NoRouteMessage is the turn/end error message of a session whose header has no route.
+const NoRouteMessage = "no model route configured for this session: set a provider and a model"
+
+// storeCtx is the context of log writes. They must outlive a cancelled turn, whose partial
+// output and turn/end still have to be written.
+var storeCtx = context.Background()
+
+// newTurn splices msgs into the conversation and runs a turn answering them.
+func (a *Agent) newTurn(ctx context.Context, msgs []session.UserMessage) {
+	a.logMu.Lock()
+	err := a.emitLocked(session.TypeInboxSpliced, session.InboxSplicedData{
+		Target: a.header.ID, Start: int64(len(a.st.history)), Inserted: msgs,
+	})
+	if err == nil {
+		a.st.spliced(msgs)
+	}
+	a.logMu.Unlock()
+	if err != nil {
+		a.log.Error("splice failed", zap.Error(err))
+		return
+	}
+	turn, err := a.startTurn()
+	if err != nil {
+		a.log.Error("turn start failed", zap.Error(err))
+		return
+	}
+	a.runSteps(ctx, turn, 1)
+}
+
+// startTurn appends turn/start with the next turn number.
+func (a *Agent) startTurn() (int, error) {
+	a.logMu.Lock()
+	defer a.logMu.Unlock()
+	turn := a.st.lastTurn + 1
+	if err := a.emitLocked(session.TypeTurnStart, session.TurnStartData{Turn: turn}); err != nil {
+		return 0, err
+	}
+	a.st.turnStarted(turn)
+	return turn, nil
+}
+
+// resumeTurn continues the turn the log ends in (see Resume).
+func (a *Agent) resumeTurn(ctx context.Context) {
+	a.logMu.Lock()
+	p := *a.st.pending
+	a.logMu.Unlock()
+	turn := p.turn
+	if p.unstarted {
+		var err error
+		if turn, err = a.startTurn(); err != nil {
+			a.log.Error("turn start failed", zap.Error(err))
+			return
+		}
+	}
+	a.log.Info("resuming turn", zap.Int("turn", turn), zap.Int("step", p.step))
+	if p.step > 0 && p.message != nil {
+		calls := toolCalls(p.message)
+		if !p.stepEnded {
+			if _, ok := a.lookupModel(ctx, turn); !ok {
+				return
+			}
+			if end := a.runTools(ctx, turn, p.step, calls, p.done); end != nil {
+				a.endTurn(turn, *end)
+				return
+			}
+			if end := a.endStep(turn, p.step, len(calls) > 0); end != nil {
+				a.endTurn(turn, *end)
+				return
+			}
+		} else if len(calls) == 0 {
+			a.endTurn(turn, session.EndReason{Kind: session.EndCompleted})
+			return
+		}
+	}
+	a.runSteps(ctx, turn, p.step+1)
+}
+
+// lookupModel returns the model of the header's route; without one it ends the turn `error`.
+func (a *Agent) lookupModel(ctx context.Context, turn int) (model.Model, bool) {
+	r := a.header.Route
+	if r == nil || r.IsZero() {
+		a.endTurn(turn, session.EndReason{Kind: session.EndError, Message: NoRouteMessage})
+		return nil, false
+	}
+	m, err := a.models.Lookup(r.Provider)
+	if err != nil {
+		a.endTurn(turn, session.EndReason{Kind: session.EndError, Message: err.Error()})
+		return nil, false
+	}
+	return m, true
+}
+
+// runSteps runs steps from step on until the turn ends.
+func (a *Agent) runSteps(ctx context.Context, turn, step int) {
+	m, ok := a.lookupModel(ctx, turn)
+	if !ok {
+		return
+	}
+	for ; ; step++ {
+		if step > a.stepLimit {
+			a.endTurn(turn, session.EndReason{
+				Kind:    session.EndError,
+				Message: fmt.Sprintf("turn stopped at the step limit of %d steps without a final answer", a.stepLimit),
+			})
+			return
+		}
+		if end := a.step(ctx, m, turn, step); end != nil {
+			a.endTurn(turn, *end)
+			return
+		}
+	}
+}
+
+// step runs one step: the model request, then the tool calls it asked for. It returns how
+// the turn ends, or nil when the turn goes on with another step.
+func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *session.EndReason {
+	a.takeConclude() // a request left over from an earlier step must not end this one
+	sd := session.StepData{Turn: turn, Step: step}
+	if err := a.emit(session.TypeStepStart, sd, func(s *state) { s.stepStarted(step) }); err != nil {
+		return failed(err)
+	}
+	if end := a.runStepHooks(turn, step); end != nil {
+		return end
+	}
+	if ctx.Err() != nil {
+		return aborted(ctx)
+	}
+
+	req := a.request()
+	index := 0
+	var chunkErr error
+	resp, err := m.Stream(ctx, req, func(delta string) {
+		if delta == "" || chunkErr != nil {
+			return
+		}
+		chunkErr = a.emit(session.TypeAssistantChunk, session.AssistantChunkData{
+			Turn: turn, Step: step,
+			Chunk: session.Chunk{Type: session.ChunkTextDelta, Index: index, Text: delta},
+		}, nil)
+		index++
+	})
+	switch {
+	case chunkErr != nil:
+		return failed(chunkErr)
+	case err != nil && ctx.Err() != nil:
+		return aborted(ctx)
+	case err != nil:
+		return &session.EndReason{Kind: session.EndError, Message: err.Error()}
+	}
+
+	msg := assistantMessage(resp, a.header.Route)
+	usage := resp.Usage
+	err = a.emit(session.TypeAssistantMessage, session.AssistantMessageData{
+		Turn: turn, Step: step, Message: msg, Usage: &usage,
+	}, func(s *state) { s.assistantMessage(msg) })
+	if err != nil {
+		return failed(err)
+	}
+	if resp.Finish == model.FinishLength {
+		if err := a.closeStep(turn, step); err != nil {
+			return failed(err)
+		}
+		return &session.EndReason{Kind: session.EndMaxTokens}
+	}
+	calls := toolCalls(&msg)
+	if end := a.runTools(ctx, turn, step, calls, nil); end != nil {
+		return end
+	}
+	return a.endStep(turn, step, len(calls) > 0)
+}
+
+// runStepHooks appends the events of the OnStepStart hooks.
+func (a *Agent) runStepHooks(turn, step int) *session.EndReason {
+	a.hookMu.Lock()
+	hooks := a.stepHooks
+	a.hookMu.Unlock()
+	for _, hook := range hooks {
+		if events := hook(turn, step); len(events) > 0 {
+			if err := a.emitRaw(events); err != nil {
+				return failed(err)
+			}
+		}
+	}
+	return nil
+}
+
+// request builds the model request of the next step from the prompt and the history.
+func (a *Agent) request() model.Request {
+	system, contextMsg := a.prompt()
+	visible := a.scope.Visible()
+	schemas := make([]model.ToolSchema, len(visible))
+	for i, t := range visible {
+		schemas[i] = model.ToolSchema{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+	}
+	a.logMu.Lock()
+	msgs := make([]model.Message, 0, len(contextMsg)+len(a.st.history))
+	msgs = append(msgs, contextMsg...)
+	msgs = append(msgs, a.st.history...)
+	a.logMu.Unlock()
+	r := a.header.Route
+	return model.Request{
+		SessionID: a.header.ID,
+		Cwd:       a.header.Cwd,
+		Model:     r.Model,
+		System:    system,
+		Messages:  msgs,
+		Tools:     schemas,
+		MaxTokens: r.MaxTokens,
+	}
+}
+
+// assistantMessage is the logged form of a model response: a text block when there is text,
+// then the tool calls.
+func assistantMessage(resp model.Response, r *session.Route) session.AssistantMessage {
+	content := make([]session.Block, 0, 1+len(resp.ToolCalls))
+	if resp.Text != "" {
+		content = append(content, session.Text(resp.Text))
+	}
+	for _, c := range resp.ToolCalls {
+		content = append(content, session.Block{Type: session.BlockToolCall, ID: c.ID, Name: c.Name, Input: c.Input})
+	}
+	return session.AssistantMessage{
+		ID:      uuid.NewString(),
+		Role:    model.RoleAssistant,
+		Content: content,
+		Source:  r.Provider + "/" + r.Model,
+	}
+}
+
+// runTools executes calls in order through the scope, skipping those in done, and appends each
+// result as it completes. A cancel between calls ends the turn `aborted`.
+func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call, done map[string]bool) *session.EndReason {
+	for _, call := range calls {
+		if done[call.ID] {
+			continue
+		}
+		if ctx.Err() != nil {
+			return aborted(ctx)
+		}
+		res := a.scope.Execute(ctx, a.env(), call)
+		err := a.emit(session.TypeToolResult, session.ToolResultData{
+			Turn: turn, Step: step, CallID: call.ID, Name: call.Name, IsError: res.IsError, Content: res.Content,
+		}, func(s *state) { s.toolResult(call.ID, res) })
+		if err != nil {
+			return failed(err)
+		}
+	}
+	if ctx.Err() != nil {
+		return aborted(ctx)
+	}
+	return nil
+}
+
+// endStep appends step/end and syncs. The turn completes when the step ran no tool calls or a
+// tool asked to conclude (ConcludeAfterStep).
+func (a *Agent) endStep(turn, step int, ranTools bool) *session.EndReason {
+	if err := a.closeStep(turn, step); err != nil {
+		return failed(err)
+	}
+	if a.takeConclude() || !ranTools {
+		return &session.EndReason{Kind: session.EndCompleted}
+	}
+	return nil
+}
+
+// closeStep appends step/end and syncs.
+func (a *Agent) closeStep(turn, step int) error {
+	if err := a.emit(session.TypeStepEnd, session.StepData{Turn: turn, Step: step}, (*state).stepEnded); err != nil {
+		return err
+	}
+	return a.sync()
+}
+
+// endTurn appends turn/end and syncs. A failure leaves the turn pending in the log, to be
+// resumed by the next process that opens the session.
+func (a *Agent) endTurn(turn int, reason session.EndReason) {
+	err := a.emit(session.TypeTurnEnd, session.TurnEndData{Turn: turn, Reason: reason}, (*state).turnEnded)
+	if err == nil {
+		err = a.sync()
+	}
+	if err != nil {
+		a.log.Error("turn end failed", zap.Int("turn", turn), zap.Error(err))
+		return
+	}
+	a.log.Debug("turn ended", zap.Int("turn", turn), zap.String("kind", reason.Kind))
+}
+
+// aborted is the end of a turn whose context was cancelled, with the cause given to Cancel.
+func aborted(ctx context.Context) *session.EndReason {
+	cause := session.CauseUser
+	var ae *abortError
+	if errors.As(context.Cause(ctx), &ae) {
+		cause = ae.cause
+	}
+	return &session.EndReason{Kind: session.EndAborted, Cause: cause}
+}
+
+// failed is the end of a turn the agent itself could not carry on (the log refused a write).
+func failed(err error) *session.EndReason {
+	return &session.EndReason{Kind: session.EndError, Message: err.Error()}
+}

@@ -1,0 +1,13 @@
+// Command subflow-agent is the child runtime of the SDK subprocess provider: an agent runtime
+// serving JSON-RPC 2.0 on stdin/stdout (see package sdkproc/server).
+//
+//	subflow-agent [--config PRESETS.json]
+package main
+
+import (
+	"os"
+
+	"github.com/subflow-dev/subflow/sdkproc/server"
+)
+
+func main() { os.Exit(server.Main()) }

@@ -1,0 +1,192 @@
+package sdkproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/sdkproc/wire"
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+// ErrAbortedBeforeStart is returned by Start when its context is already done; nothing was
+// spawned. Its message is exactly the SPEC's (R-52).
+var ErrAbortedBeforeStart = errors.New("subagent request was aborted before the SDK child started")
+
+// Options are the runtime dependencies of a Provider. The zero value is ready to use.
+type Options struct {
+	// Logger receives the post-publish failure warning of SPEC R-54 and debug diagnostics
+	// (ladder steps, child stderr, ignored frames). Nil means no logging.
+	Logger *zap.Logger
+	// MaxFrameSize bounds one line read from a child; longer lines are discarded while
+	// streaming. Zero means wire.DefaultMaxFrameSize.
+	MaxFrameSize int
+}
+
+// Provider is the SDK subprocess provider: a subagent.Provider whose runs are child runtime
+// processes. It is safe for concurrent use; every run has its own process.
+type Provider struct {
+	cfg  resolved
+	opts Options
+	log  *zap.Logger
+}
+
+var _ subagent.Provider = (*Provider)(nil)
+
+// New validates cfg (defaults applied, see Config.Validate) and returns the provider.
+func New(cfg Config, opts Options) (*Provider, error) {
+	r, err := cfg.withDefaults().resolve()
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Provider{cfg: r, opts: opts, log: log}, nil
+}
+
+// Name returns the configured provider name.
+func (p *Provider) Name() string { return p.cfg.ProviderName }
+
+// Capabilities returns no optional capability (SPEC R-3): the child runtime is configured on
+// its own, not per request.
+func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+
+// Config returns the validated configuration, defaults applied.
+func (p *Provider) Config() Config { return p.cfg.Config }
+
+// RunOptions are per-run choices of StartRun. The zero value is ready to use.
+type RunOptions struct {
+	// ID is the run id (and the child's session id); "" means a fresh UUID. A caller that
+	// must choose it deterministically (a Temporal workflow) passes it here.
+	ID string
+}
+
+// Start is StartRun with zero RunOptions.
+func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Run, error) {
+	r, err := p.StartRun(ctx, req, RunOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// StartRun publishes one run (SPEC R-52): it resolves the child's cwd (errors are
+// *subagent.ValidationError), returns ErrAbortedBeforeStart without spawning when ctx is
+// already done, spawns the child and completes the initialize handshake. When spawning, the
+// handshake or ctx fails after the spawn, the child is stopped and reaped before StartRun
+// returns (SIGKILLed at once when ctx is done); a child that exited on its own yields an
+// *ExitError, a cancelled ctx an error wrapping ctx.Err(), an error answer of the runtime
+// its *wire.Error unchanged (e.g. `no adapter registered for provider "x"`). The returned run owns the
+// child: the caller must Dispose it.
+func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunOptions) (*Run, error) {
+	cwd, err := p.childCwd(req)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ErrAbortedBeforeStart
+	}
+	id := opts.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	r := newRun(p, id, req.Prompt)
+	c, err := spawn(spawnOptions{
+		command:      p.cfg.Command,
+		args:         p.cfg.Args,
+		dir:          cwd,
+		env:          subagent.ScrubEnv(os.Environ(), "DSH_", p.cfg.Env),
+		maxFrameSize: p.opts.MaxFrameSize,
+		log:          p.log.With(zap.String("provider", p.Name()), zap.String("run", id)),
+		onNotify:     r.events.push,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.child = c
+	route := session.Route{Provider: p.cfg.Provider, Model: p.cfg.Model, MaxTokens: p.cfg.MaxTokens}.Override(req.AgentOptions)
+	if err := p.handshake(ctx, c, cwd, route); err != nil {
+		// Reject only after the reap. The protocol never got going, so no shutdown request;
+		// a done ctx (the caller gave up) skips the graceful steps: no session exists yet.
+		stopErr := c.stop(ctx, ladderOptions{eofGrace: p.cfg.eofGrace, grace: p.cfg.grace})
+		if errors.Is(err, wire.ErrInputClosed) || errors.Is(err, errChildExited) {
+			err = c.exitError()
+		}
+		return nil, errors.Join(err, stopErr)
+	}
+	return r, nil
+}
+
+// childCwd applies SPEC R-51: the configured cwd (resolved at load) wins, else the parent
+// session's; the choice is checked again because a directory can vanish after load.
+func (p *Provider) childCwd(req subagent.Request) (string, error) {
+	opts := subagent.CwdOptions{Prefix: messagePrefix, ParentCwd: req.Parent.Cwd}
+	if p.cfg.Cwd != nil {
+		opts.ConfigCwd = &p.cfg.cwd
+	}
+	return subagent.ResolveCwd(opts)
+}
+
+// errChildExited is the handshake's failure when the process exits before answering.
+var errChildExited = errors.New("child exited during the handshake")
+
+// handshake sends initialize exactly once and checks the server identity (SPEC R-61).
+func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route session.Route) error {
+	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model}
+	if route.MaxTokens != 0 {
+		params.MaxTokens = json.RawMessage(strconv.FormatInt(route.MaxTokens, 10))
+	}
+	var raw json.RawMessage
+	done := make(chan error, 1)
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { done <- c.conn.Call(callCtx, wire.MethodInitialize, params, &raw) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-c.exited:
+		// A helper of the child may still hold its stdout open; the exit is what counts.
+		err = errChildExited
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s %q: initialize: %w", messagePrefix, p.Name(), ctx.Err())
+		}
+		return err
+	}
+	var res struct {
+		ServerInfo *struct {
+			Name    *string `json:"name"`
+			Version *string `json:"version"`
+		} `json:"serverInfo"`
+	}
+	if json.Unmarshal(raw, &res) != nil || res.ServerInfo == nil || res.ServerInfo.Name == nil || res.ServerInfo.Version == nil {
+		return fmt.Errorf("initialize returned no server identity: %s", compact(raw))
+	}
+	return nil
+}
+
+// compact renders raw JSON on one line for a message; absent renders as null.
+func compact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "null"
+	}
+	var b []byte
+	if buf, err := json.Marshal(raw); err == nil {
+		b = buf
+	} else {
+		b = raw
+	}
+	return string(b)
+}

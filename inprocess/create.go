@@ -1,0 +1,294 @@
+package inprocess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+// Sources of delegated policy events.
+const (
+	// SourceDelegation marks the sandbox/mode and approval/policy events a child receives from
+	// its parent (SPEC R-24).
+	SourceDelegation = "delegation"
+	// SourceDeployment marks a sandbox/mode that is a deployment default rather than an
+	// explicit choice; such a mode is never delegated.
+	SourceDeployment = "deployment"
+)
+
+// CreateRequest asks Create for a child session.
+type CreateRequest struct {
+	// Provider is ProviderSpawn or ProviderFork.
+	Provider string
+	// ChildID is the child session id; empty means a fresh UUID. A caller that may retry
+	// (a Temporal activity) chooses it, so the retry finds the child it created.
+	ChildID string
+	// Request is the delegation; Request.Parent.SessionID names the parent session.
+	Request subagent.Request
+	// RuntimeDepth is the parent agent's runtime delegation depth (SPEC R-5); nil is none.
+	RuntimeDepth *float64
+}
+
+// Created is what Create persisted.
+type Created struct {
+	ChildID string
+	Depth   int64
+	// Model is the child's resolved model, "" when its route names none.
+	Model string
+}
+
+// plan is a child ready to be persisted: every check passed, nothing written yet.
+type plan struct {
+	header session.Header
+	setup  []session.Event // seed, end-seed, delegated policy; numbered from 0
+}
+
+// Create persists a new child of req.Request.Parent (SPEC R-20 up to publication): it checks
+// the request (the start checks of SPEC R-4 for the provider, a cancelled ctx, the depth of
+// SPEC R-5, the tool filter, the preset), then writes the header (origin "subagent", depth,
+// parent, cwd, route, preset, seedLength for a non-empty fork seed), the seed and its
+// end-seed marker, and the delegated policy: the parent's explicit sandbox mode, if any, and
+// approval policy "never".
+//
+// Create is create-if-absent: when the child already exists as a child of the same parent
+// (a retried call), it only completes setup events a crash left unwritten, and returns the
+// stored depth. A failure or cancel removes what this call created; ctx cancellation gives
+// ErrAbortedBeforePublication. Rejections are the *subagent.ValidationError and
+// *subagent.DepthError values of package subagent, with their exact messages.
+func (h *Host) Create(ctx context.Context, cr CreateRequest) (Created, error) {
+	p, existing, err := h.plan(ctx, cr)
+	if err != nil {
+		return Created{}, err
+	}
+	if existing != nil {
+		return h.complete(ctx, p, *existing)
+	}
+	if err := h.persist(ctx, p); err != nil {
+		return Created{}, err
+	}
+	return created(p.header), nil
+}
+
+func created(hd session.Header) Created {
+	c := Created{ChildID: hd.ID, Depth: hd.DelegationDepth}
+	if hd.Route != nil {
+		c.Model = hd.Route.Model
+	}
+	return c
+}
+
+// capabilities returns the capabilities of the named variant.
+func capabilities(provider string) (subagent.Capabilities, error) {
+	switch provider {
+	case ProviderSpawn:
+		return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}, nil
+	case ProviderFork:
+		return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true,
+			InheritsParentContext: true}, nil
+	}
+	return subagent.Capabilities{}, fmt.Errorf("inprocess: unknown provider %q (want %q or %q)",
+		provider, ProviderSpawn, ProviderFork)
+}
+
+// plan runs every check and builds the child's header and setup events. When the child
+// already exists, plan returns its stored header as existing.
+func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Header, error) {
+	req := cr.Request
+	caps, err := capabilities(cr.Provider)
+	if err != nil {
+		return plan{}, nil, err
+	}
+	if err := subagent.CheckRequest(cr.Provider, caps, req); err != nil {
+		return plan{}, nil, err
+	}
+	if ctx.Err() != nil {
+		return plan{}, nil, ErrAbortedBeforePublication
+	}
+	parentID := req.Parent.SessionID
+	if parentID == "" {
+		return plan{}, nil, errors.New("inprocess: create: the request names no parent session")
+	}
+	ph, parentEvents, err := h.store.Load(ctx, parentID)
+	if err != nil {
+		return plan{}, nil, fmt.Errorf("inprocess: create: load parent: %w", err)
+	}
+	depth, err := subagent.ChildDepth(ph.DelegationDepth, cr.RuntimeDepth, req.MaxDepth)
+	if err != nil {
+		return plan{}, nil, err
+	}
+	childID := cr.ChildID
+	if childID == "" {
+		childID = uuid.NewString()
+	}
+	// The delegated policy is read now, from the log as it stands: a later switch in the
+	// parent does not reach a child already started.
+	sandbox := explicitSandbox(parentEvents)
+	var seed []session.Event
+	if cr.Provider == ProviderFork {
+		seed = session.ForkPrefix(parentEvents)
+	}
+	hd := session.Header{
+		ID:              childID,
+		Cwd:             ph.Cwd,
+		ParentSession:   parentID,
+		Origin:          session.OriginSubagent,
+		DelegationDepth: depth,
+		SeedLength:      int64(len(seed)),
+		AgentPreset:     ph.AgentPreset,
+		Route:           childRoute(ph.Route, req.AgentOptions),
+	}
+	if err := h.checkSetup(hd, req); err != nil {
+		return plan{}, nil, err
+	}
+
+	stored, _, err := h.store.Load(ctx, childID)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+	case err != nil:
+		return plan{}, nil, fmt.Errorf("inprocess: create %s: %w", childID, err)
+	case stored.Origin != session.OriginSubagent || stored.ParentSession != parentID:
+		return plan{}, nil, fmt.Errorf("inprocess: create %s: a session with this id exists and is not a child of %s",
+			childID, parentID)
+	default:
+		// A retry: the stored header is authoritative, and its seed is the same prefix of the
+		// append-only parent log.
+		if stored.SeedLength > int64(len(parentEvents)) {
+			return plan{}, nil, fmt.Errorf("inprocess: create %s: stored seedLength %d exceeds the parent log",
+				childID, stored.SeedLength)
+		}
+		seed = parentEvents[:stored.SeedLength]
+		hd = stored
+	}
+	setup, err := setupEvents(seed, sandbox)
+	if err != nil {
+		return plan{}, nil, fmt.Errorf("inprocess: create %s: %w", childID, err)
+	}
+	p := plan{header: hd, setup: setup}
+	if stored.ID != "" {
+		return p, &stored, nil
+	}
+	return p, nil, nil
+}
+
+// checkSetup rejects, before anything is written, what setting the child up would reject:
+// an unknown preset, a tool filter naming unknown tools, a schema that does not compile.
+func (h *Host) checkSetup(hd session.Header, req subagent.Request) error {
+	if _, err := h.preset(hd.AgentPreset); err != nil {
+		return fmt.Errorf("inprocess: create %s: %w", hd.ID, err)
+	}
+	if f := req.ToolFilter; f != nil {
+		// The error of Restrict is the user-visible message of SPEC R-25: return it as is.
+		if err := tools.NewScope(h.tools).Restrict(f.Allow, f.Deny); err != nil {
+			return err
+		}
+	}
+	if req.HasOutputSchema() {
+		if _, err := subagent.CompileSchema(req.OutputSchema); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// persist writes a planned child. On failure or cancel it removes the session again.
+func (h *Host) persist(ctx context.Context, p plan) (err error) {
+	id := p.header.ID
+	if err := h.store.Create(ctx, p.header); err != nil {
+		return fmt.Errorf("inprocess: create %s: %w", id, err)
+	}
+	defer func() {
+		if err != nil {
+			h.rollback(id)
+		}
+	}()
+	if err := h.store.Append(ctx, id, p.setup...); err != nil {
+		return fmt.Errorf("inprocess: create %s: %w", id, err)
+	}
+	if ctx.Err() != nil {
+		return ErrAbortedBeforePublication
+	}
+	return nil
+}
+
+// complete finishes a child that a previous Create call wrote, appending the setup events
+// that call did not get to write.
+func (h *Host) complete(ctx context.Context, p plan, stored session.Header) (Created, error) {
+	_, events, err := h.store.Load(ctx, stored.ID)
+	if err != nil {
+		return Created{}, fmt.Errorf("inprocess: create %s: %w", stored.ID, err)
+	}
+	if n := len(events); n < len(p.setup) {
+		if err := h.store.Append(ctx, stored.ID, p.setup[n:]...); err != nil {
+			return Created{}, fmt.Errorf("inprocess: create %s: %w", stored.ID, err)
+		}
+	}
+	return created(stored), nil
+}
+
+// rollback removes a child session that never got published. It runs detached from the
+// caller's context, which may be the very reason for the rollback.
+func (h *Host) rollback(id string) {
+	if err := h.store.Remove(context.Background(), id); err != nil {
+		h.log.Error("inprocess: roll back child session", zap.String("child", id), zap.Error(err))
+	}
+}
+
+// childRoute is the parent's route overridden field by field by the request (SPEC R-21);
+// nil when no field is set at all.
+func childRoute(parent *session.Route, override session.Route) *session.Route {
+	var r session.Route
+	if parent != nil {
+		r = *parent
+	}
+	r = r.Override(override)
+	if r.IsZero() {
+		return nil
+	}
+	return &r
+}
+
+// explicitSandbox returns the mode of the parent's latest sandbox/mode event that is not a
+// deployment default, or "" when there is none.
+func explicitSandbox(events []session.Event) string {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Type != session.TypeSandboxMode {
+			continue
+		}
+		var d session.SandboxModeData
+		if events[i].Decode(&d) != nil || d.Source == SourceDeployment {
+			continue
+		}
+		return d.Mode
+	}
+	return ""
+}
+
+// setupEvents returns a new child's first events, numbered from 0: the seed and the end-seed
+// marker when the seed is not empty, then the delegated policy (SPEC ).
+func setupEvents(seed []session.Event, sandbox string) ([]session.Event, error) {
+	var out []session.Event
+	if len(seed) > 0 {
+		out = session.SeedEvents(seed)
+	}
+	if sandbox != "" {
+		ev, err := session.NewEvent(session.TypeSandboxMode,
+			session.SandboxModeData{Mode: sandbox, Source: SourceDelegation})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	ev, err := session.NewEvent(session.TypeApprovalPolicy,
+		session.ApprovalPolicyData{Policy: tools.ApprovalNever, Source: SourceDelegation})
+	if err != nil {
+		return nil, err
+	}
+	return session.Renumber(append(out, ev), 0), nil
+}

@@ -180,11 +180,17 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 // remote runs RunSDKChild, which publishes through SignalSDKPublished while it runs.
 func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 	r.status.Phase = PhasePublishing
+	req := r.in.Request
+	if req.Parent.SessionID == "" && req.Parent.Cwd == "" && r.in.Root != nil {
+		// The child runtime keeps its own sessions: a root parent needs no session of
+		// ours, only its working directory for the child.
+		req.Parent.Cwd = r.in.Root.Cwd
+	}
 	actx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("run"), 3))
 	fut := workflow.ExecuteActivity(actx, ActivityRunSDKChild, SDKInput{
 		Provider:   r.in.Provider,
 		RunID:      childID,
-		Request:    r.in.Request,
+		Request:    req,
 		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
 	})
 	var failed error

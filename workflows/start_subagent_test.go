@@ -374,3 +374,15 @@ func TestSDKRejectionBeforeHandshakeReachesTheCaller(t *testing.T) {
 	assertRejected(t, err, subagent.RuleMissingCwd, msg)
 	assert.Equal(t, []string{ActivityRunSDKChild}, h.fakes.Calls())
 }
+
+func TestSDKWithoutParentGetsTheRootCwd(t *testing.T) {
+	h := newHarness(t)
+	in := sdkInput()
+	in.Request.Parent = subagent.ParentRef{}
+	in.Root = &RootSession{Cwd: "/work/project", Route: session.Route{Provider: "scripted", Model: "s.json"}}
+	h.run(t, in)
+
+	require.NoError(t, h.env.GetWorkflowError())
+	assert.Equal(t, []string{ActivityRunSDKChild}, h.fakes.Calls(), "the sdk child needs no root session of ours")
+	assert.Equal(t, "/work/project", h.fakes.sdks[0].Request.Parent.Cwd)
+}

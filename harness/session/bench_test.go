@@ -28,6 +28,28 @@ func BenchmarkAppendSyncEvery10(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
 }
 
+// BenchmarkAppendBatch10 appends ten events per Append and syncs after each, like an agent
+// recording a step (pgstore has the same benchmark).
+func BenchmarkAppendBatch10(b *testing.B) {
+	s := newStore(b, b.TempDir())
+	require.NoError(b, s.Create(ctx, header("s")))
+	evs := events(b, 0, 10)
+	n := 0
+	for b.Loop() {
+		for i := range evs {
+			evs[i].Seq = int64(n + i)
+		}
+		if err := s.Append(ctx, "s", evs...); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Sync(ctx, "s"); err != nil {
+			b.Fatal(err)
+		}
+		n += len(evs)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+}
+
 // BenchmarkAppendNoSync measures the store's own cost per single-event Append, without the
 // disk flush that dominates BenchmarkAppendSyncEvery10.
 func BenchmarkAppendNoSync(b *testing.B) {

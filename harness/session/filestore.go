@@ -20,7 +20,7 @@ import (
 // store.go.
 var (
 	// ErrInvalidID: the session id is empty, ".", "..", or holds a path separator or a NUL
-	// byte, so it cannot name a directory under the store's root.
+	// byte (see ValidateID).
 	ErrInvalidID = errors.New("invalid session id")
 	// ErrCorrupt: a stored header or event line cannot be decoded, or the log's seqs are not
 	// dense from 0. A torn last line left by a crash is not corruption.
@@ -61,7 +61,10 @@ type FileStore struct {
 	subs  map[string][]*subscription // replaced, never modified in place: publish reads a snapshot
 }
 
-var _ Store = (*FileStore)(nil)
+var (
+	_ Store  = (*FileStore)(nil)
+	_ Leaser = (*FileStore)(nil)
+)
 
 // NewFileStore returns a store keeping its sessions under root, creating root if needed.
 func NewFileStore(root string) (*FileStore, error) {
@@ -322,7 +325,7 @@ func (s *FileStore) Close() error {
 
 // check validates id and that the store is open.
 func (s *FileStore) check(id string) error {
-	if err := validateID(id); err != nil {
+	if err := ValidateID(id); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -386,8 +389,10 @@ func (s *FileStore) publish(id string, events []Event) {
 	}
 }
 
-// validateID rejects ids that could name anything but a direct child of the root.
-func validateID(id string) error {
+// ValidateID returns an error wrapping ErrInvalidID if id is empty, ".", "..", or holds a path
+// separator or a NUL byte. Every store applies these rules, so an id good for one store is good
+// for all: such ids could not name a directory under a FileStore's root.
+func ValidateID(id string) error {
 	var reason string
 	switch {
 	case id == "":
@@ -425,18 +430,15 @@ func readHeader(dir string) (Header, error) {
 
 // compareHeaders returns nil if have and want are the same header, else ErrHeaderMismatch.
 func compareHeaders(have, want Header) error {
-	routeOf := func(h *Header) Route {
-		r := h.Route
-		h.Route = nil
-		if r == nil {
-			return Route{}
-		}
-		return *r
-	}
-	a, b := have, want
-	if routeOf(&a) == routeOf(&b) && a == b {
+	if have.Equal(want) {
 		return nil
 	}
+	return HeaderMismatchError(have, want)
+}
+
+// HeaderMismatchError returns the error Create fails with when the stored header have differs
+// from the wanted one: it wraps ErrHeaderMismatch and shows both as JSON.
+func HeaderMismatchError(have, want Header) error {
 	haveJSON, _ := json.Marshal(have)
 	wantJSON, _ := json.Marshal(want)
 	return fmt.Errorf("%w: have %s, want %s", ErrHeaderMismatch, haveJSON, wantJSON)

@@ -55,6 +55,20 @@ type Header struct {
 	Route           *Route `json:"route,omitempty"`
 }
 
+// Equal reports whether h and o are the same header, comparing by value: a nil Route equals a
+// zero one. Stores use it to make Create idempotent.
+func (h Header) Equal(o Header) bool {
+	routeOf := func(h *Header) Route {
+		r := h.Route
+		h.Route = nil
+		if r == nil {
+			return Route{}
+		}
+		return *r
+	}
+	return routeOf(&h) == routeOf(&o) && h == o
+}
+
 // ErrInvalidHeader is wrapped by every error Header.Validate returns.
 var ErrInvalidHeader = errors.New("invalid session header")
 

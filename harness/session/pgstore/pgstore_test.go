@@ -1,0 +1,141 @@
+package pgstore_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/pgstore"
+	"github.com/subflow-dev/subflow/harness/session/storetest"
+)
+
+var ctx = context.Background()
+
+// testDSN returns the database the tests may use, or skips the test.
+func testDSN(t testing.TB) string {
+	dsn := os.Getenv("SUBFLOW_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("SUBFLOW_TEST_POSTGRES is unset: run `eval \"$(.ci/postgres.sh)\"` (as root) or set it to a postgres:// URL of a database the tests may write to")
+	}
+	return dsn
+}
+
+// freshSchema creates an empty schema, dropped when the test ends, and returns a DSN whose
+// search_path points at it, so every test starts from no tables at all.
+func freshSchema(t testing.TB) string {
+	dsn := testDSN(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("subflow_test_%08x", rand.Uint32())
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
+		assert.NoError(t, err)
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func open(t testing.TB, dsn string) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	return s
+}
+
+func TestContract(t *testing.T) {
+	dsn := freshSchema(t)
+	storetest.Run(t, func(t *testing.T) session.Store { return open(t, dsn) })
+}
+
+func TestOpenCreatesSchemaOnceUnderRaces(t *testing.T) {
+	dsn := freshSchema(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			s, err := pgstore.Open(ctx, dsn)
+			if assert.NoError(t, err) {
+				assert.NoError(t, s.Close())
+			}
+		})
+	}
+	wg.Wait()
+	s := open(t, dsn)
+	require.NoError(t, s.Create(ctx, session.Header{ID: "s", Cwd: "/"}))
+}
+
+func TestOpenErrorHidesPassword(t *testing.T) {
+	_, err := pgstore.Open(ctx, "postgres://user:s3cret@127.0.0.1:1/db?connect_timeout=5")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cret")
+	assert.Contains(t, err.Error(), "pgstore: open 127.0.0.1:1/db")
+}
+
+// leaseHolderEnv makes the test binary a lease holder: see TestLeaseDiesWithProcess.
+const leaseHolderEnv = "SUBFLOW_TEST_LEASE_HOLDER_DSN"
+
+// TestLeaseDiesWithProcess kills a process holding a lease and takes the lease after it.
+func TestLeaseDiesWithProcess(t *testing.T) {
+	if dsn := os.Getenv(leaseHolderEnv); dsn != "" {
+		s, err := pgstore.Open(ctx, dsn)
+		require.NoError(t, err)
+		_, err = s.Lease(ctx, "s")
+		require.NoError(t, err)
+		fmt.Println("leased")
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until killed
+		return
+	}
+	dsn := freshSchema(t)
+	s := open(t, dsn)
+	require.NoError(t, s.Create(ctx, session.Header{ID: "s", Cwd: "/"}))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseDiesWithProcess$")
+	cmd.Env = append(os.Environ(), leaseHolderEnv+"="+dsn)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "leased" {
+	}
+	require.Equal(t, "leased", sc.Text(), "the holder took the lease")
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = s.Lease(done, "s")
+	require.ErrorIs(t, err, session.ErrLeased, "the other process holds the lease")
+
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	release, err := s.Lease(wait, "s")
+	require.NoError(t, err, "the lease died with its holder")
+	assert.NoError(t, release())
+}

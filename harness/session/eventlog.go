@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,8 +22,9 @@ const maxKeptBuffer = 1 << 20
 type eventLog struct {
 	mu   sync.Mutex
 	dir  string
-	dead bool     // removed from the store's map: look the session up again
-	f    *os.File // the events file, opened O_APPEND; nil until first use
+	dead bool          // removed from the store's map: look the session up again
+	f    *os.File      // the events file, opened O_APPEND; nil until first use
+	used atomic.Uint64 // the store's clock at the last use, for trimming
 
 	// What the file held when this store last had its lock: size is the end of the last
 	// complete line, next the seq the next event must carry.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,12 +50,15 @@ const (
 // agent settling an aborted turn must still be able to record it.
 //
 // Subscribers see the events appended through this FileStore, not those of other writers.
-// The store keeps one open file per session it appended to or synced until Remove or Close.
+// The store keeps the events files of the sessions it appended to or synced recently open; past
+// MaxOpenLogs it closes the least recently used ones, so a long-lived worker that has touched
+// thousands of sessions holds a bounded number of files and buffers.
 type FileStore struct {
 	root string
 
 	mu     sync.Mutex
 	logs   map[string]*eventLog
+	clock  uint64 // advanced on every use of a log, to find the least recently used
 	closed bool
 
 	subMu sync.Mutex
@@ -84,6 +88,9 @@ func NewFileStore(root string) (*FileStore, error) {
 		subs: make(map[string][]*subscription),
 	}, nil
 }
+
+// MaxOpenLogs bounds the sessions whose events file a FileStore keeps open between operations.
+const MaxOpenLogs = 256
 
 // Root returns the absolute directory holding the sessions.
 func (s *FileStore) Root() string { return s.root }
@@ -173,6 +180,7 @@ func (s *FileStore) Append(_ context.Context, id string, events ...Event) error 
 	if err != nil {
 		return opErr("append", id, err)
 	}
+	defer s.trim()
 	defer l.mu.Unlock()
 	if err := l.append(events); err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -194,6 +202,7 @@ func (s *FileStore) Sync(_ context.Context, id string) error {
 	if err != nil {
 		return opErr("sync", id, err)
 	}
+	defer s.trim()
 	defer l.mu.Unlock()
 	if l.f == nil {
 		if err := l.open(); err != nil {
@@ -352,12 +361,44 @@ func (s *FileStore) lockLog(id string) (*eventLog, error) {
 			l = &eventLog{dir: s.dir(id)}
 			s.logs[id] = l
 		}
+		s.clock++
+		l.used.Store(s.clock)
 		s.mu.Unlock()
 		l.mu.Lock()
 		if !l.dead {
 			return l, nil
 		}
 		l.mu.Unlock()
+	}
+}
+
+// trim closes the least recently used logs while more than MaxOpenLogs are kept, down to
+// three quarters of it. A log busy in another goroutine is skipped (TryLock: never waiting
+// on a log while deciding, so no lock order exists to get wrong); it is trimmed next time.
+// A closed log is dropped from the map and reopened, re-reading its file, on its next use.
+func (s *FileStore) trim() {
+	s.mu.Lock()
+	if len(s.logs) <= MaxOpenLogs {
+		s.mu.Unlock()
+		return
+	}
+	type entry struct {
+		id string
+		l  *eventLog
+	}
+	all := make([]entry, 0, len(s.logs))
+	for id, l := range s.logs {
+		all = append(all, entry{id, l})
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].l.used.Load() < all[j].l.used.Load() })
+	for _, e := range all[:len(all)-MaxOpenLogs*3/4] {
+		if !e.l.mu.TryLock() {
+			continue
+		}
+		_ = e.l.close() // nothing is buffered: every Append wrote through
+		s.forget(e.id, e.l)
+		e.l.mu.Unlock()
 	}
 }
 

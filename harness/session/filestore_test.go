@@ -507,3 +507,34 @@ func TestAppendRejectsUnencodableData(t *testing.T) {
 	assert.False(t, errors.Is(err, session.ErrSeqConflict))
 	require.NoError(t, s.Append(ctx, "s", events(t, 0, 1)...), "nothing of the failed batch was written")
 }
+
+// openFiles counts this process's open file descriptors.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(entries)
+}
+
+// A worker touches thousands of sessions over its life: the store must not keep a file (and
+// an encode buffer) for each of them.
+func TestOpenFilesStayBounded(t *testing.T) {
+	s := newStore(t, t.TempDir())
+	before := openFiles(t)
+	n := 2*session.MaxOpenLogs + 10
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		require.NoError(t, s.Create(ctx, header(id)))
+		require.NoError(t, s.Append(ctx, id, events(t, 0, 1)...))
+	}
+	assert.LessOrEqual(t, openFiles(t)-before, session.MaxOpenLogs+1)
+
+	// The least recently used logs were closed; using one again reopens it where it was.
+	require.NoError(t, s.Append(ctx, "s0", events(t, 1, 1)...))
+	require.NoError(t, s.Sync(ctx, "s0"))
+	_, got, err := s.Load(ctx, "s0")
+	require.NoError(t, err)
+	assert.Equal(t, events(t, 0, 2), got)
+	err = s.Append(ctx, "s1", events(t, 0, 1)...)
+	assert.ErrorIs(t, err, session.ErrSeqConflict, "a reopened log still knows its next seq")
+}

@@ -56,10 +56,11 @@ type Agent struct {
 
 	// logMu serialises appends: seq assignment, the store write, state and subscriber
 	// delivery happen together so subscribers see exactly the log, in order.
-	logMu   sync.Mutex
-	st      *state
-	subs    map[int]func(session.Event)
-	nextSub int
+	logMu     sync.Mutex
+	st        *state
+	subs      map[int]func(session.Event)
+	nextSub   int
+	suspended bool // set by Suspend: no more appends
 
 	promptMu   sync.Mutex
 	sections   []Section

@@ -91,6 +91,9 @@ func (a *Agent) emitRaw(events []session.Event) error {
 
 // appendLocked gives ev the next seq, writes it and delivers it. The caller holds logMu.
 func (a *Agent) appendLocked(ctx context.Context, ev *session.Event) error {
+	if a.suspended {
+		return fmt.Errorf("agent: append %s to %s: %w", ev.Type, a.header.ID, ErrSuspended)
+	}
 	ev.Seq = a.st.nextSeq
 	if err := a.store.Append(ctx, a.header.ID, *ev); err != nil {
 		return fmt.Errorf("agent: append %s to %s: %w", ev.Type, a.header.ID, err)

@@ -31,12 +31,12 @@ func (a *Agent) newTurn(ctx context.Context, msgs []session.UserMessage) {
 	}
 	a.logMu.Unlock()
 	if err != nil {
-		a.log.Error("splice failed", zap.Error(err))
+		a.logWriteFailure("splice failed", err)
 		return
 	}
 	turn, err := a.startTurn()
 	if err != nil {
-		a.log.Error("turn start failed", zap.Error(err))
+		a.logWriteFailure("turn start failed", err)
 		return
 	}
 	a.runSteps(ctx, turn, 1)
@@ -293,11 +293,25 @@ func (a *Agent) endTurn(turn int, reason session.EndReason) {
 	if err == nil {
 		err = a.sync()
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrSuspended):
+		a.log.Debug("turn left pending: agent suspended", zap.Int("turn", turn))
+		return
+	case err != nil:
 		a.log.Error("turn end failed", zap.Int("turn", turn), zap.Error(err))
 		return
 	}
 	a.log.Debug("turn ended", zap.Int("turn", turn), zap.String("kind", reason.Kind))
+}
+
+// logWriteFailure logs a failed log write; one refused because the agent was suspended is
+// expected and only logged at debug level.
+func (a *Agent) logWriteFailure(msg string, err error) {
+	if errors.Is(err, ErrSuspended) {
+		a.log.Debug(msg+": agent suspended", zap.Error(err))
+		return
+	}
+	a.log.Error(msg, zap.Error(err))
 }
 
 // aborted is the end of a turn whose context was cancelled, with the cause given to Cancel.

@@ -1,0 +1,101 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/harness/agent"
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
+	"github.com/subflow-dev/subflow/inprocess"
+	"github.com/subflow-dev/subflow/sdkproc"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// DefaultHeartbeatInterval is the heartbeat interval of Drive and RunSDKChild when
+// Config.HeartbeatInterval is 0. It is also the largest interval New accepts: a cancel must
+// reach a running child within one interval (SPEC R-72).
+const DefaultHeartbeatInterval = time.Second
+
+// Config configures the activities. Store, Models and Tools are required.
+type Config struct {
+	Store   session.Store
+	Models  *model.Registry
+	Tools   *tools.Registry
+	Presets map[string]agent.Preset
+	// SDK configures the sdk provider, registered under workflows.ProviderSDK whatever its
+	// ProviderName says. An empty Command leaves the provider out: RunSDKChild then fails
+	// without retries.
+	SDK sdkproc.Config
+	// HeartbeatInterval is how often Drive and RunSDKChild heartbeat their progress; 0 means
+	// DefaultHeartbeatInterval, larger values are rejected.
+	HeartbeatInterval time.Duration
+	// Logger receives every activity's log lines; nil logs nothing.
+	Logger *zap.Logger
+}
+
+// Activities holds the activity implementations. Register them with Register.
+type Activities struct {
+	store    session.Store
+	host     *inprocess.Host
+	sdk      *sdkproc.Provider // nil without an SDK command
+	interval time.Duration
+	log      *zap.Logger
+	// signal delivers the sdk-published signal; tests replace it, since the test activity
+	// environment has no client.
+	signal func(ctx context.Context, workflowID string, pub workflows.Published) error
+}
+
+// New validates cfg and builds the in-process host and the sdk provider.
+func New(cfg Config) (*Activities, error) {
+	if cfg.Store == nil || cfg.Models == nil || cfg.Tools == nil {
+		return nil, errors.New("activities: new: Store, Models and Tools are required")
+	}
+	interval := cfg.HeartbeatInterval
+	switch {
+	case interval == 0:
+		interval = DefaultHeartbeatInterval
+	case interval < 0 || interval > DefaultHeartbeatInterval:
+		return nil, fmt.Errorf("activities: new: HeartbeatInterval %v must be positive and at most %v",
+			interval, DefaultHeartbeatInterval)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	host, err := inprocess.NewHost(inprocess.Options{
+		Store: cfg.Store, Models: cfg.Models, Tools: cfg.Tools, Presets: cfg.Presets, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("activities: new: %w", err)
+	}
+	a := &Activities{store: cfg.Store, host: host, interval: interval, log: log, signal: signalWorkflow}
+	if cfg.SDK.Command != "" {
+		sdkCfg := cfg.SDK
+		sdkCfg.ProviderName = workflows.ProviderSDK
+		if a.sdk, err = sdkproc.New(sdkCfg, sdkproc.Options{Logger: log}); err != nil {
+			return nil, fmt.Errorf("activities: new: sdk provider: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// Register registers every activity of a under its name in package workflows.
+func Register(r worker.ActivityRegistry, a *Activities) {
+	for name, fn := range map[string]any{
+		workflows.ActivityCreateRootSession: a.CreateRootSession,
+		workflows.ActivityPublish:           a.Publish,
+		workflows.ActivityDrive:             a.Drive,
+		workflows.ActivityReadResult:        a.ReadResult,
+		workflows.ActivityRunSDKChild:       a.RunSDKChild,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}

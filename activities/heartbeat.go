@@ -1,0 +1,84 @@
+package activities
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// logger returns the logger of one activity call: every line carries the workflow id, run
+// id, activity type, attempt and child id.
+func (a *Activities) logger(ctx context.Context, childID string) *zap.Logger {
+	info := activity.GetInfo(ctx)
+	return a.log.With(
+		zap.String("workflowId", info.WorkflowExecution.ID),
+		zap.String("runId", info.WorkflowExecution.RunID),
+		zap.String("activity", info.ActivityType.Name),
+		zap.Int32("attempt", info.Attempt),
+		zap.String("childId", childID),
+	)
+}
+
+// progress holds the latest progress of a running drive, written by the driver's goroutines
+// and read by the heartbeat ticker.
+type progress struct {
+	mu sync.Mutex
+	p  workflows.Progress
+}
+
+func (p *progress) set(v workflows.Progress) {
+	v.Tail = tail(v.Tail)
+	p.mu.Lock()
+	p.p = v
+	p.mu.Unlock()
+}
+
+func (p *progress) get() workflows.Progress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.p
+}
+
+// startHeartbeat records current() now and then every interval until the returned function
+// is called; that function returns once the heartbeats stopped.
+func (a *Activities) startHeartbeat(ctx context.Context, current func() workflows.Progress) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		activity.RecordHeartbeat(ctx, current())
+		t := time.NewTicker(a.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, current())
+			case <-done:
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// tail returns the last workflows.MaxTail bytes of s, not splitting a UTF-8 sequence.
+func tail(s string) string {
+	if len(s) <= workflows.MaxTail {
+		return s
+	}
+	i := len(s) - workflows.MaxTail
+	for i < len(s) && s[i]&0xC0 == 0x80 {
+		i++
+	}
+	return s[i:]
+}

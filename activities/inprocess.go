@@ -1,0 +1,175 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/inprocess"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// Publish creates and publishes the child in.ChildID (SPEC R-20): create-if-absent, so a
+// retry with the same child id returns the stored child. Rejections are non-retryable
+// ApplicationErrors whose Type is the rule and whose message is the exact SPEC message.
+func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (workflows.Published, error) {
+	log := a.logger(ctx, in.ChildID)
+	created, err := a.host.Create(ctx, inprocess.CreateRequest{
+		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
+	})
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, inprocess.ErrAbortedBeforePublication) {
+			return workflows.Published{}, ctx.Err()
+		}
+		log.Info("child rejected", zap.Error(err))
+		return workflows.Published{}, rejection(err)
+	}
+	log.Info("child published", zap.Int64("depth", created.Depth), zap.String("model", created.Model))
+	return workflows.Published{ChildID: created.ChildID, Depth: created.Depth, Model: created.Model}, nil
+}
+
+// Drive runs the child's one turn, resuming from the session store what an earlier attempt
+// left unfinished (SPEC R-73), and heartbeats its Progress every interval. When the store
+// leases sessions (session.Leaser), Drive holds the child's lease while it runs.
+//
+// A cancelled context (the workflow was cancelled) aborts the turn with cause parent; Drive
+// returns once the turn/end is written, with the context's error. When the worker stops,
+// Drive suspends the child instead — its turn stays unfinished and its log is synced — and
+// returns a retryable TypeWorkerStopping error, so the retry resumes the turn elsewhere.
+func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workflows.DriveSummary, error) {
+	log := a.logger(ctx, in.ChildID)
+	if activity.HasHeartbeatDetails(ctx) {
+		// The store is the truth; the previous attempt's progress only says how far it got.
+		var prev workflows.Progress
+		if err := activity.GetHeartbeatDetails(ctx, &prev); err == nil {
+			log.Info("resuming drive", zap.Int("previousSteps", prev.Steps))
+		}
+	}
+	var prog progress
+	prog.set(workflows.Progress{Phase: phaseLeasing})
+	stopHeartbeat := a.startHeartbeat(ctx, prog.get)
+	defer stopHeartbeat()
+	release, err := a.lease(ctx, log, in.ChildID)
+	switch {
+	case err == nil:
+		defer release()
+	case ctx.Err() != nil:
+		return workflows.DriveSummary{}, ctx.Err()
+	case isClosed(activity.GetWorkerStopChannel(ctx)):
+		return workflows.DriveSummary{}, workerStopping("drive of child " + in.ChildID)
+	default:
+		return workflows.DriveSummary{}, fmt.Errorf("activities: drive %s: %w", in.ChildID, err)
+	}
+
+	prog.set(workflows.Progress{Phase: inprocess.PhaseRunning})
+	done := make(chan driveOutcome, 1)
+	go func() {
+		p, err := a.host.Drive(ctx, inprocess.DriveRequest{
+			ChildID:    in.ChildID,
+			Provider:   in.Provider,
+			Request:    in.Request,
+			OnProgress: func(p inprocess.Progress) { prog.set(fromDriver(p)) },
+		})
+		done <- driveOutcome{p, err}
+	}()
+
+	var res driveOutcome
+	stopping := false
+	select {
+	case res = <-done:
+	case <-activity.GetWorkerStopChannel(ctx):
+		stopping = true
+		log.Info("worker stopping: suspending the child, its turn stays unfinished")
+		res = a.suspend(ctx, log, in.ChildID, done)
+	}
+	prog.set(fromDriver(res.progress))
+	sum := workflows.DriveSummary{
+		Steps: res.progress.Steps, StreamedBytes: res.progress.StreamedBytes, OutputTokens: res.progress.OutputTokens,
+	}
+	switch {
+	case stopping:
+		return sum, workerStopping("drive of child " + in.ChildID)
+	case res.err != nil && ctx.Err() != nil:
+		log.Info("drive cancelled: the child's turn ended aborted (cause parent)")
+		return sum, ctx.Err()
+	case res.err != nil:
+		log.Error("drive failed", zap.Error(res.err))
+		return sum, res.err
+	}
+	log.Info("drive finished", zap.Int("steps", sum.Steps), zap.Int64("outputTokens", sum.OutputTokens))
+	return sum, nil
+}
+
+// phaseLeasing is the Progress phase of a drive waiting for its session lease.
+const phaseLeasing = "leasing"
+
+// isClosed reports whether c is closed; a nil channel (no stop channel) never is.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// driveOutcome is what inprocess.Host.Drive returned.
+type driveOutcome struct {
+	progress inprocess.Progress
+	err      error
+}
+
+// suspendPoll is how often suspend looks for the child while the drive is still opening it.
+const suspendPoll = 10 * time.Millisecond
+
+// suspend stops the child of a running drive without ending its turn and returns the
+// drive's outcome. The drive may still be opening the child, so suspend waits for it to be
+// live (or for the drive to end first).
+func (a *Activities) suspend(ctx context.Context, log *zap.Logger, childID string, done <-chan driveOutcome) driveOutcome {
+	t := time.NewTicker(suspendPoll)
+	defer t.Stop()
+	for {
+		if child, ok := a.host.Agent(childID); ok {
+			// Not bounded by ctx: the SDK cancels it when the stop timeout ends, and the
+			// suspension must still complete, or the turn would end aborted.
+			if err := child.Suspend(context.WithoutCancel(ctx)); err != nil {
+				log.Error("suspend child", zap.Error(err))
+			}
+			return <-done
+		}
+		select {
+		case res := <-done:
+			return res
+		case <-t.C:
+		}
+	}
+}
+
+// fromDriver converts the in-process driver's progress.
+func fromDriver(p inprocess.Progress) workflows.Progress {
+	return workflows.Progress{
+		Phase: p.Phase, Steps: p.Steps, StreamedBytes: p.StreamedBytes, OutputTokens: p.OutputTokens, Tail: p.Tail,
+	}
+}
+
+// ReadResult reads the child's result from the session store (SPEC R-28). With Cancelled
+// set, a turn the log leaves unended is recorded as ended aborted, cause parent, first.
+func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInput) (workflows.Outcome, error) {
+	log := a.logger(ctx, in.ChildID)
+	res, err := a.host.ReadResult(ctx, inprocess.ReadRequest{
+		ChildID: in.ChildID, Request: in.Request, Cancelled: in.Cancelled,
+	})
+	if err != nil {
+		return workflows.Outcome{}, err
+	}
+	hd, _, err := a.store.Load(ctx, in.ChildID)
+	if err != nil {
+		return workflows.Outcome{}, fmt.Errorf("activities: read result of %s: %w", in.ChildID, err)
+	}
+	log.Info("result read", zap.String("stopReason", string(res.StopReason)))
+	return workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res}, nil
+}

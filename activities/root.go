@@ -1,0 +1,37 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// CreateRootSession creates the depth-0 root parent session of a request that names none
+// (SPEC R-82), if it is absent: a retried call with the same input is a no-op. The cwd must
+// be an absolute, accessible directory (its symlinks resolved). It returns the session's
+// ParentRef.
+func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateRootSessionInput) (subagent.ParentRef, error) {
+	log := a.logger(ctx, "")
+	// The root cwd is the starter's, so a relative one cannot be resolved here.
+	cwd, err := subagent.ResolveCwd(subagent.CwdOptions{
+		Prefix: "subflow", ParentCwd: in.Root.Cwd, ParentLabel: "root session cwd",
+	})
+	if err != nil {
+		return subagent.ParentRef{}, rejection(err)
+	}
+	h := session.Header{ID: in.SessionID, Cwd: cwd, AgentPreset: in.Root.Preset}
+	if !in.Root.Route.IsZero() {
+		route := in.Root.Route
+		h.Route = &route
+	}
+	if err := a.store.Create(ctx, h); err != nil {
+		return subagent.ParentRef{}, rejection(fmt.Errorf("activities: create root session %s: %w", in.SessionID, err))
+	}
+	log.Info("root session ready", zap.String("session", in.SessionID), zap.String("cwd", cwd))
+	return subagent.ParentRef{SessionID: in.SessionID, Cwd: cwd}, nil
+}

@@ -1,0 +1,151 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/sdkproc"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// phaseStarting is the Progress phase of an sdk child before its handshake completed.
+const phaseStarting = "starting"
+
+// RunSDKChild runs one sdk child from spawn to dispose (SPEC R-52… ): it starts
+// the child process with in.RunID as its run id, signals workflows.SignalSDKPublished to its
+// own workflow once the handshake completed, heartbeats the run's progress and returns the
+// Outcome. The child is always disposed (the shutdown ladder, then reaped) before
+// RunSDKChild returns.
+//
+// A cancelled context settles the run aborted with its partial output and returns
+// temporal.NewCanceledError(outcome). When the worker stops, the run is disposed the same
+// way and a retryable TypeWorkerStopping error is returned: a process cannot move, so the
+// retry starts a new child. Start failures caused by the request (the cwd rules) are
+// non-retryable rejections.
+func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (workflows.Outcome, error) {
+	log := a.logger(ctx, in.RunID)
+	if a.sdk == nil {
+		return workflows.Outcome{}, temporal.NewNonRetryableApplicationError(
+			"activities: this worker has no sdk child command configured", RuleNoSDKProvider, nil)
+	}
+	req := in.Request
+	depth, err := a.sdkParent(ctx, &req)
+	if err != nil {
+		return workflows.Outcome{}, err
+	}
+	stopCh := activity.GetWorkerStopChannel(ctx)
+	// Cancelled by the workflow's cancel (through ctx) and by the worker stopping.
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	go func() {
+		select {
+		case <-stopCh:
+			cancelRun()
+		case <-runCtx.Done():
+		}
+	}()
+
+	var live atomic.Pointer[sdkproc.Run] // set once published; read by the heartbeats
+	stopHeartbeat := a.startHeartbeat(ctx, func() workflows.Progress {
+		if r := live.Load(); r != nil {
+			return fromSDK(r.Progress())
+		}
+		return workflows.Progress{Phase: phaseStarting}
+	})
+	defer stopHeartbeat()
+
+	run, err := a.sdk.StartRun(runCtx, req, sdkproc.RunOptions{ID: in.RunID})
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return workflows.Outcome{}, ctx.Err()
+	case isClosed(stopCh):
+		return workflows.Outcome{}, workerStopping("sdk child " + in.RunID)
+	default:
+		log.Info("sdk child did not start", zap.Error(err))
+		return workflows.Outcome{}, rejection(err)
+	}
+	live.Store(run)
+
+	route := session.Route{Provider: a.sdk.Config().Provider, Model: a.sdk.Config().Model}.Override(req.AgentOptions)
+	log.Info("sdk child published", zap.Int("pid", run.PID()), zap.Int64("depth", depth))
+	pub := workflows.Published{ChildID: in.RunID, Depth: depth, Model: route.Model}
+	if err := a.signal(ctx, in.WorkflowID, pub); err != nil {
+		// The workflow publishes at the end when the signal never came.
+		log.Warn("signal publication", zap.Error(err))
+	}
+
+	res, _ := run.Result(runCtx) // never fails: faults are stop reasons
+	if err := run.Dispose(context.WithoutCancel(ctx)); err != nil {
+		log.Error("dispose sdk child", zap.Error(err))
+	}
+	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res}
+	switch {
+	case ctx.Err() != nil:
+		log.Info("sdk child cancelled", zap.String("stopReason", string(res.StopReason)))
+		return out, temporal.NewCanceledError(out)
+	case isClosed(stopCh):
+		return out, workerStopping("sdk child " + in.RunID)
+	}
+	log.Info("sdk child finished", zap.String("stopReason", string(res.StopReason)))
+	return out, nil
+}
+
+// sdkParent resolves what the sdk child needs from its parent session, when the store holds
+// it: the cwd (if the request carries none) and the parent's depth. A parent the store does
+// not hold is at depth 0.
+func (a *Activities) sdkParent(ctx context.Context, req *subagent.Request) (int64, error) {
+	if req.Parent.SessionID == "" {
+		return 1, nil
+	}
+	hd, _, err := a.store.Load(ctx, req.Parent.SessionID)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return 1, nil
+	case err != nil:
+		return 0, fmt.Errorf("activities: load parent %s: %w", req.Parent.SessionID, err)
+	}
+	if req.Parent.Cwd == "" {
+		req.Parent.Cwd = hd.Cwd
+	}
+	depth, err := subagent.ChildDepth(hd.DelegationDepth, nil, nil)
+	if err != nil {
+		return 0, rejection(err)
+	}
+	return depth, nil
+}
+
+// fromSDK converts the sdk run's progress.
+func fromSDK(p sdkproc.Progress) workflows.Progress {
+	return workflows.Progress{
+		Phase: p.Phase, Steps: p.Steps, StreamedBytes: p.StreamedBytes, OutputTokens: p.OutputTokens, Tail: tail(p.Tail),
+	}
+}
+
+// signalWorkflow sends the sdk-published signal to the activity's own workflow run.
+func signalWorkflow(ctx context.Context, workflowID string, pub workflows.Published) error {
+	info := activity.GetInfo(ctx)
+	if workflowID == "" {
+		workflowID = info.WorkflowExecution.ID
+	}
+	runID := "" // the current run of another workflow id
+	if workflowID == info.WorkflowExecution.ID {
+		runID = info.WorkflowExecution.RunID
+	}
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return errors.New("activities: no Temporal client in the activity context")
+	}
+	if err := c.SignalWorkflow(ctx, workflowID, runID, workflows.SignalSDKPublished, pub); err != nil {
+		return fmt.Errorf("activities: signal %s to %s: %w", workflows.SignalSDKPublished, workflowID, err)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/subflow-dev/subflow/activities"
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// signals records the sdk-published signals of RunSDKChild.
+type signals struct {
+	mu  sync.Mutex
+	got []workflows.Published
+}
+
+func (s *signals) record(_ context.Context, _ string, pub workflows.Published) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, pub)
+	return nil
+}
+
+func (s *signals) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.got)
+}
+
+func runSDK(e *env, runID string, req subagent.Request) (workflows.Outcome, error) {
+	v, err := e.ExecuteActivity(workflows.ActivityRunSDKChild, workflows.SDKInput{
+		Provider: workflows.ProviderSDK, RunID: runID, Request: req, WorkflowID: "subagent-" + runID,
+	})
+	if err != nil {
+		return workflows.Outcome{}, err
+	}
+	var out workflows.Outcome
+	return out, v.Get(&out)
+}
+
+func TestRunSDKChildThroughTheRealChildRuntime(t *testing.T) {
+	f := newFixture(t, `{"text": "hello from the sdk child", "chunks": 3}`)
+	a := f.activities()
+	var sig signals
+	activities.SetSignal(a, sig.record)
+	e := newEnv(t, a, worker.Options{})
+
+	out, err := runSDK(e, "run-1", request("say hello"))
+	require.NoError(t, err)
+	assert.Equal(t, workflows.Outcome{ChildID: "run-1", Depth: 1, Result: subagent.Result{
+		Output: []session.Block{session.Text("hello from the sdk child")}, StopReason: subagent.StopCompleted,
+	}}, out)
+	assert.Equal(t, []workflows.Published{{ChildID: "run-1", Depth: 1, Model: "script.json"}}, sig.got,
+		"published once, after the handshake, with the parent's cwd from the store")
+	assert.NotEmpty(t, e.progress())
+}
+
+func TestRunSDKChildCancelledReturnsTheAbortedOutcome(t *testing.T) {
+	f := newFixture(t, `{"text": "never finished", "chunks": 2, "delayMs": 30000}`)
+	a := f.activities()
+	var sig signals
+	activities.SetSignal(a, sig.record)
+	bg, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	e := newEnv(t, a, worker.Options{BackgroundActivityContext: bg})
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := runSDK(e, "run-1", request("take your time"))
+		errc <- err
+	}()
+	waitFor(t, "publication", func() bool { return sig.count() == 1 })
+	cancel(temporal.NewCanceledError()) // as the SDK cancels an activity the workflow cancelled
+	err := receive(t, "the run", errc)
+	var canceled *temporal.CanceledError
+	require.True(t, errors.As(err, &canceled), "got %T: %v", err, err)
+	require.True(t, canceled.HasDetails())
+	var out workflows.Outcome
+	require.NoError(t, canceled.Details(&out))
+	assert.Equal(t, "run-1", out.ChildID)
+	assert.Equal(t, subagent.StopAborted, out.Result.StopReason)
+}
+
+func TestRunSDKChildWorkerStopIsRetryable(t *testing.T) {
+	f := newFixture(t, `{"text": "never finished", "chunks": 2, "delayMs": 30000}`)
+	a := f.activities()
+	var sig signals
+	activities.SetSignal(a, sig.record)
+	stop := make(chan struct{})
+	e := newEnv(t, a, worker.Options{})
+	e.SetWorkerStopChannel(stop)
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := runSDK(e, "run-1", request("take your time"))
+		errc <- err
+	}()
+	waitFor(t, "publication", func() bool { return sig.count() == 1 })
+	close(stop)
+	appErr := requireApplicationError(t, receive(t, "the run", errc))
+	assert.Equal(t, activities.TypeWorkerStopping, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+}
+
+func TestRunSDKChildWithoutCommandIsARejection(t *testing.T) {
+	f := newFixture(t)
+	e := newEnv(t, f.activities(func(c *activities.Config) { c.SDK.Command = "" }), worker.Options{})
+	_, err := runSDK(e, "run-1", request("hello"))
+	appErr := requireApplicationError(t, err)
+	assert.Equal(t, activities.RuleNoSDKProvider, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+}

@@ -1,0 +1,112 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+func TestDefaultsComeFromTheEnvironment(t *testing.T) {
+	root := t.TempDir()
+	t.Setenv(EnvSessionRoot, root)
+	t.Setenv(EnvSessionStore, "")
+	opts, err := Options{}.withDefaults()
+	require.NoError(t, err)
+
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	assert.Equal(t, workflows.TaskQueue, opts.TaskQueue)
+	assert.Equal(t, root, opts.SessionStore, "the file store under $SUBFLOW_SESSION_ROOT")
+	assert.Equal(t, exe, opts.SDKCommand, "the default child is this executable")
+	assert.Equal(t, []string{ChildRuntimeArg}, opts.SDKArgs)
+	assert.Equal(t, DefaultStopTimeout, opts.StopTimeout)
+}
+
+func TestDefaultSessionRootIsPerUser(t *testing.T) {
+	t.Setenv(EnvSessionRoot, "")
+	t.Setenv("XDG_DATA_HOME", "/data/home")
+	root, err := DefaultSessionRoot()
+	require.NoError(t, err)
+	assert.Equal(t, "/data/home/subflow/sessions", root)
+
+	home := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv("HOME", home)
+	root, err = DefaultSessionRoot()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(home, ".local", "share", "subflow", "sessions"), root)
+}
+
+func TestExplicitOptionsWin(t *testing.T) {
+	t.Setenv(EnvSessionRoot, "/not/this")
+	opts, err := Options{
+		TaskQueue: "q", SessionRoot: "/sessions", SDKCommand: "/bin/agent", SDKArgs: []string{"-v"},
+	}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, "q", opts.TaskQueue)
+	assert.Equal(t, "/sessions", opts.SessionStore)
+	assert.Equal(t, "/bin/agent", opts.SDKCommand)
+	assert.Equal(t, []string{"-v"}, opts.SDKArgs)
+
+	_, err = Options{SDKArgs: []string{"-v"}}.withDefaults()
+	assert.ErrorContains(t, err, "without an sdk command")
+}
+
+func TestDefaultSDKCommandPassesThePresetsFile(t *testing.T) {
+	exe, args, err := DefaultSDKCommand("presets.json")
+	require.NoError(t, err)
+	self, _ := os.Executable()
+	wd, _ := os.Getwd()
+	assert.Equal(t, self, exe)
+	assert.Equal(t, []string{ChildRuntimeArg, "--config", filepath.Join(wd, "presets.json")}, args)
+}
+
+func TestNewBuildsAWorkerOverTheFileStore(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "nested", "sessions")
+	c, err := client.NewLazyClient(client.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	w, cleanup, err := New(c, Options{SessionRoot: root})
+	require.NoError(t, err)
+	require.NotNil(t, w)
+	assert.DirExists(t, root)
+	require.NoError(t, cleanup())
+}
+
+func TestSessionStoreEnvironmentWinsOverTheRootEnvironment(t *testing.T) {
+	t.Setenv(EnvSessionRoot, "/root/from/env")
+	t.Setenv(EnvSessionStore, "postgres://u:secret@db/subflow")
+	opts, err := Options{}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, "postgres://u:secret@db/subflow", opts.SessionStore)
+	assert.Equal(t, "postgres://u:xxxxx@db/subflow", describeStore(opts.SessionStore), "no password in logs")
+
+	opts, err = Options{SessionRoot: "/explicit"}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, "/explicit", opts.SessionStore, "an explicit root wins over the environment")
+}
+
+func TestTemporalLoggerWritesKeyValuesAsFields(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l := TemporalLogger(zap.New(core))
+	l.Info("Started Worker", "Namespace", "default", "TaskQueue", "subflow", 7)
+	l.(log.WithLogger).With("WorkflowID", "w1").Warn("Activity error.", "Attempt", 2)
+
+	entries := logs.All()
+	require.Len(t, entries, 2)
+	assert.Equal(t, "Started Worker", entries[0].Message)
+	assert.Equal(t, map[string]any{"Namespace": "default", "TaskQueue": "subflow", "extra": int64(7)},
+		entries[0].ContextMap())
+	assert.Equal(t, zapcore.WarnLevel, entries[1].Level)
+	assert.Equal(t, map[string]any{"WorkflowID": "w1", "Attempt": int64(2)}, entries[1].ContextMap())
+}

@@ -1,0 +1,94 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/harness/session/storeopen"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// Environment variables read for Options defaults (SPEC R-80).
+const (
+	// EnvSessionRoot is the default file store directory.
+	EnvSessionRoot = "SUBFLOW_SESSION_ROOT"
+	// EnvSessionStore is the default session store spec (storeopen.Open): a directory or a
+	// postgres:// URL. It wins over EnvSessionRoot.
+	EnvSessionStore = storeopen.EnvVar
+)
+
+// DefaultSessionRoot returns $SUBFLOW_SESSION_ROOT when set, else the per-user data
+// directory: $XDG_DATA_HOME/subflow/sessions, or ~/.local/share/subflow/sessions.
+func DefaultSessionRoot() (string, error) {
+	if root := os.Getenv(EnvSessionRoot); root != "" {
+		return root, nil
+	}
+	if data := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(data) {
+		return filepath.Join(data, "subflow", "sessions"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("app: default session root: set %s: %w", EnvSessionRoot, err)
+	}
+	return filepath.Join(home, ".local", "share", "subflow", "sessions"), nil
+}
+
+// DefaultSDKCommand returns the default sdk child command (SPEC R-83): the running
+// executable with ChildRuntimeArg, and --config presetsFile when one is given.
+func DefaultSDKCommand(presetsFile string) (command string, args []string, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("app: default sdk command: %w", err)
+	}
+	args = []string{ChildRuntimeArg}
+	if presetsFile != "" {
+		abs, err := filepath.Abs(presetsFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("app: default sdk command: %w", err)
+		}
+		args = append(args, "--config", abs)
+	}
+	return exe, args, nil
+}
+
+// withDefaults fills the zero fields of o.
+func (o Options) withDefaults() (Options, error) {
+	if o.TaskQueue == "" {
+		o.TaskQueue = workflows.TaskQueue
+	}
+	if o.SessionStore == "" {
+		// Explicit options first, then the environment, then the per-user directory.
+		switch {
+		case o.SessionRoot != "":
+			o.SessionStore = o.SessionRoot
+		case os.Getenv(EnvSessionStore) != "":
+			o.SessionStore = os.Getenv(EnvSessionStore)
+		default:
+			root, err := DefaultSessionRoot()
+			if err != nil {
+				return o, err
+			}
+			o.SessionStore = root
+		}
+	}
+	if o.SDKCommand == "" {
+		if len(o.SDKArgs) > 0 {
+			return o, fmt.Errorf("app: sdk args %q given without an sdk command", o.SDKArgs)
+		}
+		cmd, args, err := DefaultSDKCommand(o.PresetsFile)
+		if err != nil {
+			return o, err
+		}
+		o.SDKCommand, o.SDKArgs = cmd, args
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = DefaultStopTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o, nil
+}

@@ -1,0 +1,94 @@
+// Command worker is the subflow Temporal worker (SPEC R-80): it serves StartSubagent and its
+// activities on a task queue until SIGINT or SIGTERM, then drains — running drives are
+// suspended, unfinished, for another worker to resume; sdk children are disposed.
+//
+//	worker [--task-queue subflow] [--session-root DIR] [--presets FILE]
+//	       [--sdk-command CMD [--sdk-arg ARG]...] [--log-level info]
+//	worker child-runtime [--config FILE]
+//
+// The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, temporal.toml profiles); the DeepSeek key from DEEPSEEK_API_KEY;
+// SUBFLOW_SESSION_ROOT and SUBFLOW_SESSION_STORE choose the session store.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/worker/app"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+func main() {
+	app.MaybeRunChildRuntime()
+	os.Exit(run())
+}
+
+func run() int {
+	var opts app.Options
+	var sdkArgs stringList
+	flag.StringVar(&opts.TaskQueue, "task-queue", workflows.TaskQueue, "Temporal task queue to serve")
+	flag.StringVar(&opts.SessionRoot, "session-root", "",
+		"session directory (default $"+app.EnvSessionRoot+", else ~/.local/share/subflow/sessions)")
+	flag.StringVar(&opts.PresetsFile, "presets", "", "JSON presets file")
+	flag.StringVar(&opts.SDKCommand, "sdk-command", "", "sdk child command (default: this executable "+app.ChildRuntimeArg+")")
+	flag.Var(&sdkArgs, "sdk-arg", "argument of the sdk child command (repeatable)")
+	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
+	flag.Parse()
+	opts.SDKArgs = sdkArgs
+
+	logger, err := app.NewLogger(*level)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	defer func() { _ = logger.Sync() }()
+	opts.Logger = logger
+
+	copts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		logger.Error("load Temporal client options", zap.Error(err))
+		return 1
+	}
+	copts.Logger = app.TemporalLogger(logger)
+	c, err := client.Dial(copts)
+	if err != nil {
+		logger.Error("connect to Temporal", zap.Error(err))
+		return 1
+	}
+	defer c.Close()
+
+	w, cleanup, err := app.New(c, opts)
+	if err != nil {
+		logger.Error("build worker", zap.Error(err))
+		return 1
+	}
+	defer func() {
+		if err := cleanup(); err != nil {
+			logger.Error("close session store", zap.Error(err))
+		}
+	}()
+	// Run stops the worker on SIGINT/SIGTERM and waits up to the stop timeout for running
+	// activities, which see the worker stop channel.
+	if err := w.Run(worker.InterruptCh()); err != nil {
+		logger.Error("worker", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return fmt.Sprint(*s) }
+
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}

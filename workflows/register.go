@@ -1,0 +1,12 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Register registers the workflows of this package on r under their names (WorkflowName),
+// so a worker registers them in one line.
+func Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName})
+}

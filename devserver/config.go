@@ -1,0 +1,187 @@
+package devserver
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+)
+
+const (
+	localhost   = "127.0.0.1"
+	clusterName = "active"
+	storeName   = "sqlite-default"
+)
+
+// ports are the listeners of one server. Only the frontend (gRPC and HTTP) binds Options.IP;
+// history, matching and the worker service talk to each other over 127.0.0.1.
+type ports struct {
+	frontend, frontendHTTP, history, matching, worker int
+}
+
+func pickPorts(opts Options) (ports, error) {
+	var p ports
+	var err error
+	pick := func(ip string, port *int) {
+		if err == nil && *port == 0 {
+			*port, err = freePort(ip)
+		}
+	}
+	p.frontend = opts.Port
+	if p.frontend != 0 {
+		if err := checkFree(opts.IP, p.frontend); err != nil {
+			return p, fmt.Errorf("devserver: frontend: %w", err)
+		}
+	}
+	pick(opts.IP, &p.frontend)
+	pick(opts.IP, &p.frontendHTTP)
+	pick(localhost, &p.history)
+	pick(localhost, &p.matching)
+	pick(localhost, &p.worker)
+	return p, err
+}
+
+// freePort asks the kernel for a port that is free on ip right now. Another process may take
+// it before the server binds it (see checkFree for what happens then).
+func freePort(ip string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("devserver: pick a free port on %s: %w", ip, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// checkFree reports whether ip:port can be bound now. The server and the UI exit the process
+// (log.Fatal) when they cannot listen, so ports the caller chose are checked first, to fail
+// with an error instead. A port taken between the check and the bind still ends the process.
+func checkFree(ip string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// dialHost is the address clients use to reach a listener bound to ip.
+func dialHost(ip string) string {
+	if parsed := net.ParseIP(ip); parsed != nil && parsed.IsUnspecified() {
+		return localhost
+	}
+	return ip
+}
+
+// memoryDBs numbers the in-memory databases of this process. The SQLite plugin shares one
+// connection per DSN process-wide and never closes it, so each server needs its own name.
+var memoryDBs atomic.Int64
+
+// prepareDB returns the SQLite config for opts and makes sure the database has the schema and
+// the namespace, with SearchAttributes, before the server opens it. A namespace that already
+// exists is left as it is.
+func prepareDB(opts Options) (*config.SQL, error) {
+	sqlConf := &config.SQL{PluginName: sqliteplugin.PluginName}
+	if opts.DBFile == "" {
+		sqlConf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		sqlConf.DatabaseName = fmt.Sprintf("devserver-%d-%d", os.Getpid(), memoryDBs.Add(1))
+	} else {
+		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc"}
+		sqlConf.DatabaseName = opts.DBFile
+		_, err := os.Stat(opts.DBFile)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Fail here on a missing directory: SQLite's own error would not name the path.
+			if _, err := os.Stat(filepath.Dir(opts.DBFile)); err != nil {
+				return nil, fmt.Errorf("devserver: database %s: %w", opts.DBFile, err)
+			}
+			if err := sqliteschema.SetupSchema(sqlConf); err != nil {
+				return nil, fmt.Errorf("devserver: create schema in %s: %w", opts.DBFile, err)
+			}
+		case err != nil:
+			return nil, fmt.Errorf("devserver: database %s: %w", opts.DBFile, err)
+		}
+	}
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, opts.Namespace, false, SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: namespace %s: %w", opts.Namespace, err)
+	}
+	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
+		return nil, fmt.Errorf("devserver: register namespace %s: %w", opts.Namespace, err)
+	}
+	return sqlConf, nil
+}
+
+// serverConfig is the static configuration of a single-host cluster on SQLite, as the
+// Temporal CLI's start-dev builds it: one history shard, no archival, no metrics listener.
+func serverConfig(opts Options, p ports, sqlConf *config.SQL) *config.Config {
+	frontendAddr := net.JoinHostPort(dialHost(opts.IP), strconv.Itoa(p.frontend))
+	var conf config.Config
+	conf.Global.Membership.BroadcastAddress = localhost
+	conf.Persistence.DefaultStore = storeName
+	conf.Persistence.VisibilityStore = storeName
+	conf.Persistence.NumHistoryShards = 1
+	conf.Persistence.DataStores = map[string]config.DataStore{storeName: {SQL: sqlConf}}
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontendAddr,
+				HTTPAddress:            net.JoinHostPort(dialHost(opts.IP), strconv.Itoa(p.frontendHTTP)),
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{
+		string(primitives.FrontendService): {RPC: config.RPC{
+			GRPCPort: p.frontend, HTTPPort: p.frontendHTTP, BindOnIP: opts.IP,
+		}},
+		string(primitives.HistoryService):  {RPC: config.RPC{GRPCPort: p.history, BindOnIP: localhost}},
+		string(primitives.MatchingService): {RPC: config.RPC{GRPCPort: p.matching, BindOnIP: localhost}},
+		string(primitives.WorkerService):   {RPC: config.RPC{GRPCPort: p.worker, BindOnIP: localhost}},
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = frontendAddr
+	return &conf
+}
+
+// staticHosts replaces ringpop membership: every service is one known local host, which
+// saves the membership ports and the ring join at start.
+func staticHosts(opts Options, p ports) map[primitives.ServiceName]static.Hosts {
+	addr := func(host string, port int) static.Hosts {
+		return static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(port)))
+	}
+	return map[primitives.ServiceName]static.Hosts{
+		primitives.FrontendService: addr(dialHost(opts.IP), p.frontend),
+		primitives.HistoryService:  addr(localhost, p.history),
+		primitives.MatchingService: addr(localhost, p.matching),
+		primitives.WorkerService:   addr(localhost, p.worker),
+	}
+}
+
+// dynamicConfig holds the CLI dev server's overrides: a smaller host-level history cache (the
+// default 128k entries is sized for production hosts) and a visibility rate limit high enough
+// for the Web UI and batch progress polling (default 10/s).
+func dynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+	}
+}

@@ -1,0 +1,83 @@
+// Command starter starts and inspects subflow delegations (SPEC R-81):
+//
+//	starter demo [--exit]                 embedded Temporal + Web UI + worker, and a showcase
+//	starter dev [--port N] [--ui-port N]  embedded Temporal + Web UI + worker, until interrupted
+//	starter run [flags] TASK              start one delegation and wait for its result
+//	starter status ID                     phase, child id, progress and partial output of a run
+//	starter result ID [--json]            wait for a run's result
+//	starter cancel ID                     cancel (abort) a run
+//
+// run, status, result and cancel connect with the standard Temporal client environment
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, temporal.toml profiles). run and result exit with
+// the run's stop reason: 0 completed, 3 aborted, 4 max-tokens, 5 refusal, 1 error; 2 means
+// bad usage or a request rejected before publication (the message is printed to stderr).
+//
+// When its first argument is "child-runtime" the starter is the SDK child runtime, so its
+// own executable serves as the default child command of sdk runs.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/subflow-dev/subflow/worker/app"
+)
+
+// Exit codes of run and result (SPEC R-81).
+const (
+	exitCompleted = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitAborted   = 3
+	exitMaxTokens = 4
+	exitRefusal   = 5
+)
+
+const usage = `usage:
+  starter demo [--exit] [--port N] [--ui-port N]
+  starter dev [--port N] [--ui-port N] [--db FILE] [--no-worker] [--task-queue Q]
+  starter run [flags] TASK        (starter run -h lists the flags)
+  starter status ID [--json]
+  starter result ID [--json]
+  starter cancel ID
+`
+
+// command is one subcommand: it parses args and returns the process exit code.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+var commands = map[string]command{
+	"demo":   runDemo,
+	"dev":    runDev,
+	"run":    runRun,
+	"status": runStatus,
+	"result": runResult,
+	"cancel": runCancel,
+}
+
+func main() {
+	app.MaybeRunChildRuntime()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			fmt.Fprint(stdout, usage)
+			return exitCompleted
+		}
+		fmt.Fprintf(stderr, "starter: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+	return cmd(ctx, args[1:], stdout, stderr)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// exitCode maps a stop reason to the exit code of run and result (SPEC R-81).
+func exitCode(stop subagent.StopReason) int {
+	switch stop {
+	case subagent.StopCompleted:
+		return exitCompleted
+	case subagent.StopAborted:
+		return exitAborted
+	case subagent.StopMaxTokens:
+		return exitMaxTokens
+	case subagent.StopRefusal:
+		return exitRefusal
+	default:
+		return exitError
+	}
+}
+
+// resultJSON is the --json object of run and result.
+type resultJSON struct {
+	WorkflowID string              `json:"workflowId"`
+	RunID      string              `json:"runId"`
+	ChildID    string              `json:"childId"`
+	Depth      int64               `json:"depth"`
+	StopReason subagent.StopReason `json:"stopReason,omitempty"`
+	Output     string              `json:"output"`
+	Structured json.RawMessage     `json:"structured"`
+}
+
+func newResultJSON(workflowID, runID string, out workflows.Outcome) resultJSON {
+	structured := out.Result.Structured
+	if len(structured) == 0 {
+		structured = json.RawMessage("null")
+	}
+	return resultJSON{
+		WorkflowID: workflowID,
+		RunID:      runID,
+		ChildID:    out.ChildID,
+		Depth:      out.Depth,
+		StopReason: out.Result.StopReason,
+		Output:     session.JoinText(out.Result.Output),
+		Structured: structured,
+	}
+}
+
+// outcomeOf interprets the error of a StartSubagent run's Get.
+func outcomeOf(err error) (workflows.Outcome, error) {
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) {
+		var out workflows.Outcome
+		if canceled.HasDetails() {
+			if derr := canceled.Details(&out); derr != nil {
+				return workflows.Outcome{}, fmt.Errorf("decode the outcome of a cancelled run: %w", derr)
+			}
+		}
+		if out.Result.StopReason == "" {
+			out.Result.StopReason = subagent.StopAborted
+		}
+		return out, nil
+	}
+	if ve := workflows.Rejection(err); ve != nil {
+		return workflows.Outcome{}, ve
+	}
+	return workflows.Outcome{}, err
+}
+
+// report prints an outcome — as one JSON object with asJSON, else the output text and the
+// structured value on stdout and a non-completed stop reason on stderr — and returns the
+// exit code.
+func report(stdout, stderr io.Writer, res resultJSON, asJSON bool) int {
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintf(stderr, "starter: write result: %v\n", err)
+			return exitError
+		}
+		return exitCode(res.StopReason)
+	}
+	if res.Output != "" {
+		fmt.Fprintln(stdout, res.Output)
+	}
+	if string(res.Structured) != "null" {
+		fmt.Fprintln(stdout, string(res.Structured))
+	}
+	if res.StopReason != subagent.StopCompleted {
+		fmt.Fprintf(stderr, "starter: %s ended %s (child %s)\n", res.WorkflowID, res.StopReason, res.ChildID)
+	}
+	return exitCode(res.StopReason)
+}

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// Default route of a run without --parent and without route flags.
+const (
+	defaultModelProvider = model.ProviderDeepSeek
+	defaultModel         = "deepseek-v4-flash"
+)
+
+// followInterval is how often --follow polls the run's progress.
+const followInterval = 300 * time.Millisecond
+
+// runFlags are the flags of `starter run` (SPEC R-81).
+type runFlags struct {
+	provider      string
+	parent        string
+	cwd           string
+	modelProvider string
+	model         string
+	maxTokens     int64
+	schema        string
+	maxDepth      string
+	persona       string
+	allow, deny   stringList
+	label         string
+	id            string
+	taskQueue     string
+	detach        bool
+	follow        bool
+	json          bool
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.provider, "provider", workflows.ProviderSpawn, "subagent provider: spawn, fork or sdk")
+	fs.StringVar(&f.parent, "parent", "", "parent `SESSION` id; without it a root session is created from --cwd")
+	fs.StringVar(&f.cwd, "cwd", "", "working `DIR` of the root session (default: the current directory)")
+	fs.StringVar(&f.modelProvider, "model-provider", "", "model provider `NAME`: deepseek-official, openai-compatible or scripted")
+	fs.StringVar(&f.model, "model", "", "model `NAME` (for scripted: the path of the script)")
+	fs.Int64Var(&f.maxTokens, "max-tokens", 0, "output token cap `N` of the child")
+	fs.StringVar(&f.schema, "schema", "", "JSON schema `FILE` of a structured result")
+	fs.StringVar(&f.maxDepth, "max-depth", "", "delegation depth cap `N`")
+	fs.StringVar(&f.persona, "persona", "", "persona `TEXT` replacing the child's persona section")
+	fs.Var(&f.allow, "allow", "allow only this `TOOL` (repeatable)")
+	fs.Var(&f.deny, "deny", "deny this `TOOL` (repeatable)")
+	fs.StringVar(&f.label, "label", "", "short display label `TEXT`")
+	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` (default subagent-<childId>)")
+	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
+	fs.BoolVar(&f.detach, "detach", false, "print the ids once the child is published and exit")
+	fs.BoolVar(&f.follow, "follow", false, "stream the partial answer (to stderr) while the run goes on")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object: workflowId, runId, childId, depth, stopReason, output, structured")
+}
+
+// parseInterleaved parses args with fs, allowing flags after positional arguments, and
+// returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// usageError is a command line the starter refuses before contacting the server.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// startOptions turns the flags and the task into the start of a StartSubagent run. Without
+// --parent the run creates a root session (SPEC R-82) in --cwd, made absolute, routed by the
+// route flags or the default route; with --parent the route flags override the parent's
+// route field by field.
+func (f *runFlags) startOptions(task string) (workflows.StartOptions, error) {
+	if strings.TrimSpace(task) == "" {
+		return workflows.StartOptions{}, usagef("starter run: missing TASK")
+	}
+	if f.detach && f.follow {
+		return workflows.StartOptions{}, usagef("starter run: --detach and --follow exclude each other")
+	}
+	if f.maxTokens < 0 {
+		return workflows.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
+	}
+	req := subagent.Request{
+		Label:        f.label,
+		Prompt:       []session.Block{session.Text(task)},
+		Persona:      f.persona,
+		AgentOptions: session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens},
+	}
+	if f.maxDepth != "" {
+		// Range checks belong to the workflow, which answers with the SPEC message.
+		n, err := strconv.ParseInt(strings.TrimSpace(f.maxDepth), 10, 64)
+		if err != nil {
+			return workflows.StartOptions{}, usagef("starter run: --max-depth must be an integer: %q", f.maxDepth)
+		}
+		req.MaxDepth = &n
+	}
+	if len(f.allow) > 0 || len(f.deny) > 0 {
+		req.ToolFilter = &subagent.ToolFilter{Allow: f.allow, Deny: f.deny}
+	}
+	if f.schema != "" {
+		raw, err := os.ReadFile(f.schema)
+		if err != nil {
+			return workflows.StartOptions{}, usagef("starter run: --schema: %v", err)
+		}
+		if !json.Valid(raw) {
+			return workflows.StartOptions{}, usagef("starter run: --schema %s: not valid JSON", f.schema)
+		}
+		req.OutputSchema = raw
+	}
+	var cwd string
+	if f.cwd != "" || f.parent == "" {
+		dir := f.cwd
+		if dir == "" {
+			dir = "."
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return workflows.StartOptions{}, usagef("starter run: --cwd %s: %v", dir, err)
+		}
+		cwd = abs
+	}
+	in := workflows.StartInput{Provider: f.provider, Request: req}
+	in.Request.Parent = subagent.ParentRef{SessionID: f.parent, Cwd: cwd}
+	if f.parent == "" {
+		route, err := f.rootRoute()
+		if err != nil {
+			return workflows.StartOptions{}, err
+		}
+		// The root session carries the route; the request repeats it because sdk children
+		// take their route from the request only (SPEC R-83).
+		in.Request.AgentOptions = route
+		in.Root = &workflows.RootSession{Cwd: cwd, Route: route}
+	}
+	return workflows.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
+}
+
+// rootRoute is the route of a new root session: the route flags, defaulting to DeepSeek.
+func (f *runFlags) rootRoute() (session.Route, error) {
+	r := session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens}
+	if r.Provider == "" {
+		r.Provider = defaultModelProvider
+	}
+	if r.Model == "" {
+		switch r.Provider {
+		case model.ProviderScripted:
+			return session.Route{}, usagef("starter run: --model-provider %s needs --model SCRIPT.json", model.ProviderScripted)
+		case defaultModelProvider:
+			r.Model = defaultModel
+		}
+	}
+	return r, nil
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: starter run [flags] TASK")
+		fs.PrintDefaults()
+	}
+	var f runFlags
+	f.register(fs)
+	positional, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitCompleted
+	}
+	if err != nil {
+		return exitUsage
+	}
+	opts, err := f.startOptions(strings.Join(positional, " "))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer c.Close()
+
+	pub, wr, err := workflows.Start(ctx, c, opts)
+	if err != nil {
+		var ve *subagent.ValidationError
+		switch {
+		case errors.As(err, &ve):
+			fmt.Fprintln(stderr, ve.Message)
+			return exitUsage
+		case temporal.IsCanceledError(err):
+			fmt.Fprintf(stderr, "starter run: %v\n", err)
+			return exitAborted
+		default:
+			fmt.Fprintf(stderr, "starter run: %v\n", err)
+			return exitError
+		}
+	}
+	wfID := wr.GetID()
+	if f.detach {
+		return printPublished(stdout, stderr, wfID, pub, f.json)
+	}
+	if !f.json {
+		fmt.Fprintf(stderr, "started %s (child %s, depth %d)\n", wfID, pub.ChildID, pub.Depth)
+	}
+	out, err := wait(ctx, c, wr, stderr, f.follow)
+	if err != nil {
+		return reportFailure(stderr, wfID, err)
+	}
+	return report(stdout, stderr, newResultJSON(wfID, wr.GetRunID(), out), f.json)
+}
+
+// printPublished prints the ids of a detached run.
+func printPublished(stdout, stderr io.Writer, workflowID string, pub workflows.Published, asJSON bool) int {
+	if !asJSON {
+		fmt.Fprintf(stdout, "workflow %s run %s child %s depth %d\n", workflowID, pub.RunID, pub.ChildID, pub.Depth)
+		return exitCompleted
+	}
+	err := json.NewEncoder(stdout).Encode(struct {
+		WorkflowID string `json:"workflowId"`
+		RunID      string `json:"runId"`
+		ChildID    string `json:"childId"`
+		Depth      int64  `json:"depth"`
+	}{workflowID, pub.RunID, pub.ChildID, pub.Depth})
+	if err != nil {
+		fmt.Fprintf(stderr, "starter run: write ids: %v\n", err)
+		return exitError
+	}
+	return exitCompleted
+}
+
+// reportFailure prints the failure of a run that has no outcome and returns its exit code:
+// 2 for a rejection (its exact message), 1 otherwise.
+func reportFailure(stderr io.Writer, workflowID string, err error) int {
+	var ve *subagent.ValidationError
+	if errors.As(err, &ve) {
+		fmt.Fprintln(stderr, ve.Message)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "starter: %s failed: %v\n", workflowID, err)
+	return exitError
+}
+
+// wait waits for the outcome of wr. With follow it streams the partial answer to live while
+// the run goes on. The first interrupt (ctx done) cancels the run, which then ends with
+// the aborted outcome; a second one kills the starter.
+func wait(ctx context.Context, c client.Client, wr client.WorkflowRun, live io.Writer, follow bool) (workflows.Outcome, error) {
+	var out workflows.Outcome
+	done := make(chan error, 1)
+	go func() { done <- wr.Get(context.Background(), &out) }()
+
+	var tick <-chan time.Time
+	if follow {
+		t := time.NewTicker(followInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	tail := &tailFollower{w: live}
+	interrupted := ctx.Done()
+	for {
+		select {
+		case err := <-done:
+			if follow && tail.shown != "" {
+				fmt.Fprintln(live)
+			}
+			if err != nil {
+				return outcomeOf(err)
+			}
+			return out, nil
+		case <-tick:
+			st, err := workflows.Describe(ctx, c, wr.GetID(), wr.GetRunID())
+			if err == nil && st.Progress != nil {
+				tail.update(st.Progress.Tail)
+			}
+		case <-interrupted:
+			interrupted = nil
+			tick = nil
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			fmt.Fprintf(live, "\nstarter: interrupted, cancelling %s (interrupt again to quit)\n", wr.GetID())
+			if err := c.CancelWorkflow(context.Background(), wr.GetID(), wr.GetRunID()); err != nil {
+				return workflows.Outcome{}, fmt.Errorf("cancel %s: %w", wr.GetID(), err)
+			}
+		}
+	}
+}
+
+// tailFollower prints what is new in successive tails of a growing text.
+type tailFollower struct {
+	w     io.Writer
+	shown string
+}
+
+// update prints the part of tail that the last tail shown did not hold: tail minus its
+// longest prefix that ends the last one. A tail with no overlap (more than a window
+// streamed between two polls, or the output was replaced) is printed whole.
+func (f *tailFollower) update(tail string) {
+	if tail == "" || tail == f.shown {
+		return
+	}
+	k := overlap(f.shown, tail)
+	fmt.Fprint(f.w, tail[k:])
+	f.shown = tail
+}
+
+// overlap returns the length of the longest prefix of tail that is a suffix of shown.
+func overlap(shown, tail string) int {
+	for k := min(len(shown), len(tail)); k > 0; k-- {
+		if strings.HasSuffix(shown, tail[:k]) {
+			return k
+		}
+	}
+	return 0
+}

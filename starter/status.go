@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// runStatus prints where a run stands: phase, child id, progress and the tail of the
+// partial output (SPEC R-75).
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the status as one JSON object")
+	id, code, ok := parseID(fs, args)
+	if !ok {
+		return code
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer c.Close()
+	st, err := workflows.Describe(ctx, c, id, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "starter status: %v\n", err)
+		return exitError
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(st); err != nil {
+			fmt.Fprintf(stderr, "starter status: %v\n", err)
+			return exitError
+		}
+		return exitCompleted
+	}
+	printStatus(stdout, id, st)
+	return exitCompleted
+}
+
+func printStatus(w io.Writer, id string, st workflows.Status) {
+	fmt.Fprintf(w, "workflow  %s\nphase     %s\nprovider  %s\n", id, st.Phase, st.Provider)
+	field := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-9s %s\n", name, v)
+		}
+	}
+	field("label", st.Label)
+	field("parent", st.Parent)
+	field("child", st.ChildID)
+	if st.ChildID != "" {
+		fmt.Fprintf(w, "depth     %d\n", st.Depth)
+	}
+	field("stop", string(st.StopReason))
+	field("error", st.Error)
+	if s := st.Summary; s != nil {
+		fmt.Fprintf(w, "summary   %d steps, %d bytes streamed, %d output tokens\n", s.Steps, s.StreamedBytes, s.OutputTokens)
+	}
+	if p := st.Progress; p != nil {
+		fmt.Fprintf(w, "progress  %s: %d steps, %d bytes streamed, %d output tokens\n", p.Phase, p.Steps, p.StreamedBytes, p.OutputTokens)
+		if p.Tail != "" {
+			fmt.Fprintf(w, "tail\n%s\n", p.Tail)
+		}
+	}
+}
+
+// parseID parses a command line of the form [flags] ID. ok is false when the command must
+// exit with code.
+func parseID(fs *flag.FlagSet, args []string) (id string, code int, ok bool) {
+	positional, err := parseInterleaved(fs, args)
+	if err == flag.ErrHelp {
+		return "", exitCompleted, false
+	}
+	if err != nil {
+		return "", exitUsage, false
+	}
+	if len(positional) != 1 {
+		fmt.Fprintf(fs.Output(), "usage: %s ID\n", fs.Name())
+		return "", exitUsage, false
+	}
+	return positional[0], 0, true
+}

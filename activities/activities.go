@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/sdkproc"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -39,6 +41,14 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Logger receives every activity's log lines; nil logs nothing.
 	Logger *zap.Logger
+	// SubagentProvider is the provider of the subagent tool's calls that name none (SPEC
+	// R-9); "" means workflows.ProviderSpawn. Every in-process child gets the tool: its calls
+	// start nested StartSubagent runs on the drive's task queue.
+	SubagentProvider string
+	// SubagentMaxDepth is the subagent tool's depth cap; the zero value is
+	// subagent.DefaultMaxDepth. A numeric cap with a SubagentProvider lacking depthLimit is
+	// rejected by New.
+	SubagentMaxDepth subagent.MaxDepthSetting
 }
 
 // Activities holds the activity implementations. Register them with Register.
@@ -48,9 +58,15 @@ type Activities struct {
 	sdk      *sdkproc.Provider // nil without an SDK command
 	interval time.Duration
 	log      *zap.Logger
+	// nestedProvider and nestedMaxDepth configure the subagent tool (nested.go).
+	nestedProvider string
+	nestedMaxDepth subagent.MaxDepthSetting
 	// signal delivers the sdk-published signal; tests replace it, since the test activity
 	// environment has no client.
 	signal func(ctx context.Context, workflowID string, pub workflows.Published) error
+	// client returns the client nested runs start through; tests replace it, for the same
+	// reason.
+	client func(ctx context.Context) client.Client
 }
 
 // New validates cfg and builds the in-process host and the sdk provider.
@@ -66,6 +82,13 @@ func New(cfg Config) (*Activities, error) {
 		return nil, fmt.Errorf("activities: new: HeartbeatInterval %v must be positive and at most %v",
 			interval, DefaultHeartbeatInterval)
 	}
+	nestedProvider := cfg.SubagentProvider
+	if nestedProvider == "" {
+		nestedProvider = workflows.ProviderSpawn
+	}
+	if err := checkSubagentTool(nestedProvider, cfg.SubagentMaxDepth); err != nil {
+		return nil, fmt.Errorf("activities: new: %w", err)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -76,7 +99,11 @@ func New(cfg Config) (*Activities, error) {
 	if err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
 	}
-	a := &Activities{store: cfg.Store, host: host, interval: interval, log: log, signal: signalWorkflow}
+	a := &Activities{
+		store: cfg.Store, host: host, interval: interval, log: log, signal: signalWorkflow,
+		nestedProvider: nestedProvider, nestedMaxDepth: cfg.SubagentMaxDepth,
+		client: func(ctx context.Context) client.Client { return activity.GetClient(ctx) },
+	}
 	if cfg.SDK.Command != "" {
 		sdkCfg := cfg.SDK
 		sdkCfg.ProviderName = workflows.ProviderSDK
@@ -98,4 +125,5 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
+	registerBatch(r, a)
 }

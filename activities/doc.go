@@ -15,4 +15,14 @@
 // returns a retryable error, so the retry on another worker resumes the turn from the
 // session store; RunSDKChild disposes its child (a process cannot move) and returns a
 // retryable error.
+//
+// # Nested delegation
+//
+// Every in-process child gets the `subagent` tool (package subagent, SPEC R-8, R-9; see
+// Config.SubagentProvider and Config.SubagentMaxDepth). A call starts a nested StartSubagent
+// run on the drive's task queue whose parent session is the calling child, and waits for it
+// while the drive heartbeats. The nested workflow id is derived from the calling session and
+// the tool call id (NestedChildID), so a call that runs again after a worker stop attaches to
+// the run it started. Cancelling the drive cancels the nested run, whose aborted outcome
+// becomes the tool result; suspending it (worker stop) leaves the nested run running.
 package activities

@@ -9,7 +9,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
+	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -20,6 +22,7 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 	log := a.logger(ctx, in.ChildID)
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
+		RunTools: []string{subagent.ToolName},
 	})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, inprocess.ErrAbortedBeforePublication) {
@@ -65,6 +68,10 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 		return workflows.DriveSummary{}, fmt.Errorf("activities: drive %s: %w", in.ChildID, err)
 	}
 
+	nested, err := a.subagentTool(ctx)
+	if err != nil {
+		return workflows.DriveSummary{}, fmt.Errorf("activities: drive %s: %w", in.ChildID, err)
+	}
 	prog.set(workflows.Progress{Phase: inprocess.PhaseRunning})
 	done := make(chan driveOutcome, 1)
 	go func() {
@@ -73,6 +80,7 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 			Provider:   in.Provider,
 			Request:    in.Request,
 			OnProgress: func(p inprocess.Progress) { prog.set(fromDriver(p)) },
+			Tools:      []tools.Tool{nested},
 		})
 		done <- driveOutcome{p, err}
 	}()

@@ -34,6 +34,9 @@ type CreateRequest struct {
 	Request subagent.Request
 	// RuntimeDepth is the parent agent's runtime delegation depth (SPEC R-5); nil is none.
 	RuntimeDepth *float64
+	// RunTools are the names of the tools the child's drives install (DriveRequest.Tools),
+	// which the request's tool filter may name besides the global tools.
+	RunTools []string
 }
 
 // Created is what Create persisted.
@@ -144,7 +147,7 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 		AgentPreset:     ph.AgentPreset,
 		Route:           childRoute(ph.Route, req.AgentOptions),
 	}
-	if err := h.checkSetup(hd, req); err != nil {
+	if err := h.checkSetup(hd, req, cr.RunTools); err != nil {
 		return plan{}, nil, err
 	}
 
@@ -179,15 +182,13 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 
 // checkSetup rejects, before anything is written, what setting the child up would reject:
 // an unknown preset, a tool filter naming unknown tools, a schema that does not compile.
-func (h *Host) checkSetup(hd session.Header, req subagent.Request) error {
+func (h *Host) checkSetup(hd session.Header, req subagent.Request, runTools []string) error {
 	if _, err := h.preset(hd.AgentPreset); err != nil {
 		return fmt.Errorf("inprocess: create %s: %w", hd.ID, err)
 	}
-	if f := req.ToolFilter; f != nil {
-		// The error of Restrict is the user-visible message of SPEC R-25: return it as is.
-		if err := tools.NewScope(h.tools).Restrict(f.Allow, f.Deny); err != nil {
-			return err
-		}
+	// The error of Restrict is the user-visible message of SPEC R-25: return it as is.
+	if err := restrict(tools.NewScope(h.tools), h.tools, req.ToolFilter, runTools); err != nil {
+		return err
 	}
 	if req.HasOutputSchema() {
 		if _, err := subagent.CompileSchema(req.OutputSchema); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
 )
 
@@ -52,6 +53,12 @@ type DriveRequest struct {
 	// OnProgress, when set, is called after every event the child appends, on the
 	// appending goroutine: it must return quickly and must not call into the child.
 	OnProgress func(Progress)
+	// Tools are registered in the child's own tool scope for this drive only, and revoked
+	// at teardown: tools bound to the drive (a subagent tool that delegates from this very
+	// child). Their names must not be those of global tools. Like the global tools they obey
+	// the request's tool filter: a tool it does not allow is not registered. Create must
+	// have been told their names (CreateRequest.RunTools) for the filter to name them.
+	Tools []tools.Tool
 }
 
 // child is a child agent opened by this Host, with what the drive installed on it.
@@ -138,10 +145,18 @@ func (h *Host) open(ctx context.Context, dr DriveRequest) (_ *child, err error) 
 	if req.Persona != "" {
 		a.SetPersona(req.Persona)
 	}
-	if f := req.ToolFilter; f != nil {
-		if err := a.Scope().Restrict(f.Allow, f.Deny); err != nil {
-			return nil, err
+	if err := restrict(a.Scope(), h.tools, req.ToolFilter, namesOf(dr.Tools)); err != nil {
+		return nil, err
+	}
+	for _, t := range dr.Tools {
+		if !runToolAllowed(req.ToolFilter, t.Name) {
+			continue
 		}
+		revoke, err := a.Scope().Register(t)
+		if err != nil {
+			return nil, fmt.Errorf("inprocess: open child %s: %w", dr.ChildID, err)
+		}
+		c.revoke = append(c.revoke, revoke)
 	}
 	if req.HasOutputSchema() {
 		value, err := committedValue(own)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
 )
 
@@ -17,6 +18,8 @@ type StartOptions struct {
 	ChildID string
 	// RuntimeDepth is the parent agent's runtime delegation depth (SPEC R-5); nil is none.
 	RuntimeDepth *float64
+	// Tools are registered in the child's own scope for the run, as DriveRequest.Tools.
+	Tools []tools.Tool
 }
 
 // Start delegates req to a new child of req.Parent.SessionID and returns once the child is
@@ -32,12 +35,13 @@ func (h *Host) Start(ctx context.Context, req subagent.Request, opts StartOption
 	}
 	created, err := h.Create(ctx, CreateRequest{
 		Provider: opts.Provider, ChildID: opts.ChildID, Request: req, RuntimeDepth: opts.RuntimeDepth,
+		RunTools: namesOf(opts.Tools),
 	})
 	if err != nil {
 		return nil, err
 	}
 	id := created.ChildID
-	c, err := h.open(ctx, DriveRequest{ChildID: id, Provider: opts.Provider, Request: req})
+	c, err := h.open(ctx, DriveRequest{ChildID: id, Provider: opts.Provider, Request: req, Tools: opts.Tools})
 	if err != nil {
 		h.rollback(id)
 		return nil, err

@@ -6,6 +6,7 @@
 //	starter status ID                     phase, child id, progress and partial output of a run
 //	starter result ID [--json]            wait for a run's result
 //	starter cancel ID                     cancel (abort) a run
+//	starter batch FILE.jsonl              run one delegation per line, with live progress
 //
 // run, status, result and cancel connect with the standard Temporal client environment
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, temporal.toml profiles). run and result exit with
@@ -44,6 +45,7 @@ const usage = `usage:
   starter status ID [--json]
   starter result ID [--json]
   starter cancel ID
+  starter batch [--concurrency N] [--out RESULTS.jsonl] FILE.jsonl
 `
 
 // command is one subcommand: it parses args and returns the process exit code.
@@ -56,6 +58,7 @@ var commands = map[string]command{
 	"status": runStatus,
 	"result": runResult,
 	"cancel": runCancel,
+	"batch":  runBatch,
 }
 
 func main() {

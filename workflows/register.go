@@ -5,8 +5,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Register registers the workflows of this package on r under their names (WorkflowName),
-// so a worker registers them in one line.
+// Register registers the workflows of this package on r under their names (WorkflowName,
+// BatchWorkflowName), so a worker registers them in one line.
 func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName})
+	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName})
 }

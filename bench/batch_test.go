@@ -1,0 +1,150 @@
+// Package bench measures subflow end to end on the embedded Temporal server. Its figures
+// are recorded in docs/benchmarks.md.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow/devserver"
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/worker/app"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// Batch sizes and concurrency of BenchmarkBatchThroughput. SUBFLOW_BENCH_RUNS overrides the
+// number of runs of every sub-benchmark.
+const (
+	spawnRuns        = 1000
+	sdkRuns          = 200
+	benchConcurrency = 50
+)
+
+var env struct {
+	c   client.Client
+	tmp string
+}
+
+func TestMain(m *testing.M) {
+	// The benchmark binary is also the sdk child command.
+	app.MaybeRunChildRuntime()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "subflow-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	env.tmp = tmp
+	srv, err := devserver.Start(ctx, devserver.Options{UIPort: devserver.NoUI, LogLevel: "error"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: start server:", err)
+		return 1
+	}
+	defer srv.Stop()
+	if env.c, err = srv.NewClient(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: client:", err)
+		return 1
+	}
+	defer env.c.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	w, cleanup, err := app.New(env.c, app.Options{
+		SessionRoot: filepath.Join(tmp, "sessions"),
+		SDKCommand:  exe,
+		SDKArgs:     []string{app.ChildRuntimeArg},
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: worker:", err)
+		return 1
+	}
+	defer cleanup()
+	if err := w.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: worker:", err)
+		return 1
+	}
+	defer w.Stop()
+	return m.Run()
+}
+
+// BenchmarkBatchThroughput runs batches of scripted runs (one response each, new root
+// session per task) through the Batch workflow on the embedded server with one in-process
+// worker, and reports runs/s from the batch's start to its summary: 1,000 spawn runs, and 200
+// sdk runs (one child process each). Run it once per size:
+//
+//	go test -run '^$' -bench BatchThroughput -benchtime 1x -timeout 30m ./bench/
+func BenchmarkBatchThroughput(b *testing.B) {
+	for _, c := range []struct {
+		provider string
+		runs     int
+	}{{workflows.ProviderSpawn, spawnRuns}, {workflows.ProviderSDK, sdkRuns}} {
+		runs := c.runs
+		if n, err := fmt.Sscan(os.Getenv("SUBFLOW_BENCH_RUNS"), &runs); n != 1 || err != nil {
+			runs = c.runs
+		}
+		b.Run(fmt.Sprintf("%s-%d", c.provider, runs), func(b *testing.B) {
+			var elapsed time.Duration
+			for b.Loop() {
+				elapsed += runBatch(b, c.provider, runs)
+			}
+			b.ReportMetric(float64(runs*b.N)/elapsed.Seconds(), "runs/s")
+		})
+	}
+}
+
+// runBatch runs one batch of n tasks of provider and returns its wall time.
+func runBatch(b *testing.B, provider string, n int) time.Duration {
+	dir := b.TempDir()
+	scriptPath := filepath.Join(dir, "script.json")
+	require.NoError(b, os.WriteFile(scriptPath, []byte(`{"responses": [{"text": "done"}]}`), 0o644))
+	tasks := make([]workflows.Task, n)
+	for i := range tasks {
+		tasks[i] = workflows.Task{Provider: provider, Task: "go", Cwd: dir,
+			ModelProvider: model.ProviderScripted, Model: scriptPath}
+	}
+	// Large batches go through the tasks file, as `starter batch` sends them.
+	tasksFile := filepath.Join(dir, "tasks.jsonl")
+	f, err := os.Create(tasksFile)
+	require.NoError(b, err)
+	for _, t := range tasks {
+		_, err := fmt.Fprintf(f, `{"provider": %q, "task": "go", "cwd": %q, "model-provider": %q, "model": %q}`+"\n",
+			t.Provider, t.Cwd, t.ModelProvider, t.Model)
+		require.NoError(b, err)
+	}
+	require.NoError(b, f.Close())
+	id := "bench-" + uuid.NewString()
+	in := workflows.BatchInput{BatchID: id, TasksFile: tasksFile, Total: n,
+		OutFile: filepath.Join(dir, "results.jsonl"), Concurrency: benchConcurrency}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.BatchWorkflowName, in)
+	require.NoError(b, err)
+	var sum workflows.BatchSummary
+	require.NoError(b, run.Get(ctx, &sum))
+	elapsed := time.Since(begin)
+	require.True(b, sum.Completed(), "%+v", sum)
+	b.ReportMetric(float64(sum.Durations.Percentile(50).Milliseconds()), "task-p50-ms")
+	b.ReportMetric(float64(sum.Durations.Percentile(99).Milliseconds()), "task-p99-ms")
+	b.ReportMetric(float64(sum.Runs), "workflow-runs")
+	return elapsed
+}

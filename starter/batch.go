@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schollz/progressbar/v3"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"golang.org/x/term"
+
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// Tasks travel inline in the workflow input up to these bounds; a larger batch is read by
+// the worker from the file, which it must then be able to open at the same absolute path.
+const (
+	inlineMaxTasks = 500
+	inlineMaxBytes = 512 << 10
+)
+
+// How often the batch's progress is shown: on a terminal as a bar, else as a line.
+const (
+	barInterval  = 500 * time.Millisecond
+	lineInterval = 5 * time.Second
+)
+
+// batchFlags are the flags of `starter batch` (SPEC R-81).
+type batchFlags struct {
+	concurrency int
+	out         string
+	taskQueue   string
+	id          string
+}
+
+func (f *batchFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.concurrency, "concurrency", workflows.DefaultBatchConcurrency, "most `N` tasks running at once")
+	fs.StringVar(&f.out, "out", "", "results `FILE` (JSONL), written by the worker (default: FILE with .results.jsonl)")
+	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
+	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` of the batch, also its SubagentBatch (default batch-<uuid>)")
+}
+
+// runBatch runs `starter batch FILE.jsonl`: every line one task object with the fields of
+// run's flags. It validates the whole file first (exit 2 with the file and line of the first
+// bad task), starts the Batch workflow, shows its progress, prints a summary per stop reason
+// with the p50/p99 duration, and exits 0 only when every task completed, 1 otherwise. An
+// interrupt asks whether to cancel the batch or detach from it; without a terminal it
+// detaches.
+func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter batch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: starter batch [flags] FILE.jsonl")
+		fs.PrintDefaults()
+	}
+	var f batchFlags
+	f.register(fs)
+	positional, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitCompleted
+	}
+	if err != nil {
+		return exitUsage
+	}
+	if len(positional) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	in, err := f.plan(positional[0])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer c.Close()
+	wr, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:            in.BatchID,
+		TaskQueue:     f.taskQueue,
+		StaticSummary: fmt.Sprintf("batch of %d tasks", in.Total),
+	}, workflows.BatchWorkflowName, in)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter batch: start %s: %v\n", in.BatchID, err)
+		return exitError
+	}
+	fmt.Fprintf(stderr, "started batch %s: %d tasks, results to %s\n", wr.GetID(), in.Total, in.OutFile)
+
+	w := &batchWatch{c: c, run: wr, total: in.Total, stdout: stdout, stderr: stderr, stdin: os.Stdin,
+		bar: isTerminal(stdout), interactive: isTerminal(os.Stdin) && isTerminal(stderr)}
+	sum, detached, err := w.wait(ctx)
+	switch {
+	case detached:
+		fmt.Fprintf(stderr, "starter batch: detached; batch %s goes on (results to %s)\n", wr.GetID(), in.OutFile)
+		return exitError
+	case err != nil:
+		fmt.Fprintf(stderr, "starter batch: %s failed: %v\n", wr.GetID(), err)
+		return exitError
+	}
+	printBatchSummary(stdout, sum)
+	if !sum.Completed() {
+		return exitError
+	}
+	return exitCompleted
+}
+
+// plan reads and checks the tasks file and returns the Batch input: every task must parse
+// and pass the checks a run makes before publication.
+func (f *batchFlags) plan(path string) (workflows.BatchInput, error) {
+	if f.concurrency < 1 {
+		return workflows.BatchInput{}, usagef("starter batch: --concurrency must be at least 1: %d", f.concurrency)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return workflows.BatchInput{}, usagef("starter batch: %s: %v", path, err)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return workflows.BatchInput{}, usagef("starter batch: working directory: %v", err)
+	}
+	in := workflows.BatchInput{
+		BatchID:     f.id,
+		Concurrency: f.concurrency,
+		TaskQueue:   f.taskQueue,
+		Defaults: workflows.TaskDefaults{
+			Dir:   dir,
+			Route: session.Route{Provider: defaultModelProvider, Model: defaultModel},
+		},
+	}
+	if in.BatchID == "" {
+		in.BatchID = "batch-" + uuid.NewString()
+	}
+	tasks, size, err := readTasks(abs, in.BatchID, in.Defaults)
+	if err != nil {
+		return workflows.BatchInput{}, err
+	}
+	in.Total = len(tasks)
+	if len(tasks) <= inlineMaxTasks && size <= inlineMaxBytes {
+		in.Tasks = tasks
+	} else {
+		in.TasksFile = abs
+	}
+
+	out := f.out
+	if out == "" {
+		out = strings.TrimSuffix(abs, ".jsonl") + ".results.jsonl"
+	}
+	if in.OutFile, err = filepath.Abs(out); err != nil {
+		return workflows.BatchInput{}, usagef("starter batch: --out %s: %v", out, err)
+	}
+	if in.OutFile == abs {
+		return workflows.BatchInput{}, usagef("starter batch: --out %s would overwrite the tasks", out)
+	}
+	if st, err := os.Stat(filepath.Dir(in.OutFile)); err != nil || !st.IsDir() {
+		return workflows.BatchInput{}, usagef("starter batch: --out %s: no such directory", out)
+	}
+	return in, nil
+}
+
+// readTasks reads and checks every task of the file at path and returns them with the file's
+// size. Errors name the file and the line.
+func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task, int64, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, 0, usagef("starter batch: %v", err)
+	}
+	defer file.Close()
+	var tasks []workflows.Task
+	var size int64
+	r := bufio.NewReader(file)
+	for n := 1; ; n++ {
+		line, err := r.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return nil, 0, usagef("starter batch: read %s: %v", path, err)
+		}
+		if len(line) == 0 && err == io.EOF {
+			break
+		}
+		size += int64(len(line))
+		t, blank, perr := workflows.ParseTaskLine(line)
+		if perr == nil && !blank {
+			perr = checkTask(t, batchID, d)
+		}
+		if perr != nil {
+			return nil, 0, usagef("starter batch: %s:%d: %v", path, n, perr)
+		}
+		if !blank {
+			tasks = append(tasks, t)
+		}
+	}
+	if len(tasks) == 0 {
+		return nil, 0, usagef("starter batch: %s: no tasks", path)
+	}
+	return tasks, size, nil
+}
+
+// checkTask makes the checks of `starter run` and of the workflow before publication, so a
+// bad line stops the batch before anything runs.
+func checkTask(t workflows.Task, batchID string, d workflows.TaskDefaults) error {
+	in, err := t.StartInput(batchID, d)
+	if err != nil {
+		return err
+	}
+	if in.Root != nil && in.Root.Route.Provider == model.ProviderScripted && in.Root.Route.Model == "" {
+		return fmt.Errorf("task: model-provider %s needs model SCRIPT.json", model.ProviderScripted)
+	}
+	if err := workflows.CheckStart(in.Provider, in.Request); err != nil {
+		var ve *subagent.ValidationError
+		if errors.As(err, &ve) {
+			return errors.New(ve.Message)
+		}
+		return err
+	}
+	return nil
+}
+
+// batchWatch follows a started batch until it ends or the user detaches.
+type batchWatch struct {
+	c           client.Client
+	run         client.WorkflowRun
+	total       int
+	stdout      io.Writer
+	stderr      io.Writer
+	stdin       io.Reader
+	bar         bool // draw a progress bar on stdout, else print progress lines on stderr
+	interactive bool // ask on an interrupt, else detach
+}
+
+// wait waits for the batch's summary, showing its progress. A cancelled batch gives the
+// summary its cancellation carried.
+func (w *batchWatch) wait(ctx context.Context) (sum workflows.BatchSummary, detached bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- w.run.Get(context.Background(), &sum) }()
+
+	show := w.lines()
+	interval := lineInterval
+	if w.bar {
+		show = w.progressBar()
+		interval = barInterval
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	interrupted := ctx.Done()
+	for {
+		select {
+		case err := <-done:
+			var canceled *temporal.CanceledError
+			if errors.As(err, &canceled) {
+				err = canceled.Details(&sum)
+			}
+			if err == nil {
+				show(sum, true)
+			}
+			return sum, false, err
+		case <-tick.C:
+			// Not ctx: progress goes on showing after an interrupt, while the batch cancels.
+			if p, err := queryProgress(w.c, w.run.GetID()); err == nil {
+				show(p, false)
+			}
+		case <-interrupted:
+			interrupted = nil
+			// A second interrupt kills the starter; the batch goes on.
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			if !w.interactive || !w.askCancel() {
+				return sum, true, nil
+			}
+			fmt.Fprintf(w.stderr, "\nstarter batch: cancelling %s; running tasks end aborted\n", w.run.GetID())
+			if err := w.c.CancelWorkflow(context.Background(), w.run.GetID(), ""); err != nil {
+				return sum, false, fmt.Errorf("cancel %s: %w", w.run.GetID(), err)
+			}
+		}
+	}
+}
+
+// askCancel asks whether to cancel the batch (true) or detach (false).
+func (w *batchWatch) askCancel() bool {
+	fmt.Fprint(w.stderr, "\ncancel the batch or detach? [c/d] ")
+	answer, _ := bufio.NewReader(w.stdin).ReadString('\n')
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(answer)), "c")
+}
+
+// progressBar returns a show function drawing a bar of done tasks.
+func (w *batchWatch) progressBar() func(workflows.BatchSummary, bool) {
+	bar := progressbar.NewOptions(w.total,
+		progressbar.OptionSetWriter(w.stdout),
+		progressbar.OptionSetDescription("batch"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionThrottle(barInterval/2),
+	)
+	return func(s workflows.BatchSummary, final bool) {
+		bar.Describe(fmt.Sprintf("%d running, %d not completed", s.Running, s.Done-s.ByStopReason[subagent.StopCompleted]))
+		_ = bar.Set(s.Done)
+		if final {
+			_ = bar.Exit()
+			fmt.Fprintln(w.stdout)
+		}
+	}
+}
+
+// lines returns a show function printing a progress line on stderr when the counts change.
+func (w *batchWatch) lines() func(workflows.BatchSummary, bool) {
+	last := ""
+	return func(s workflows.BatchSummary, _ bool) {
+		line := progressLine(w.run.GetID(), s)
+		if line != last {
+			fmt.Fprintln(w.stderr, line)
+			last = line
+		}
+	}
+}
+
+// progressLine is the one-line progress of a batch without a terminal.
+func progressLine(id string, s workflows.BatchSummary) string {
+	return fmt.Sprintf("batch %s: %d/%d done (%d running, %d queued, %d completed, %d failed)",
+		id, s.Done, s.Total, s.Running, s.Queued, s.ByStopReason[subagent.StopCompleted], s.Failed)
+}
+
+// queryProgress asks the batch's latest run for its progress.
+func queryProgress(c client.Client, id string) (workflows.BatchSummary, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), barInterval*4)
+	defer cancel()
+	var s workflows.BatchSummary
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
+	if err != nil {
+		return s, err
+	}
+	return s, v.Get(&s)
+}
+
+// printBatchSummary prints the count of tasks per stop reason (failed ones as "error",
+// never-started ones as "not started") and the p50/p99 task duration.
+func printBatchSummary(w io.Writer, s workflows.BatchSummary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "batch %s: %d of %d tasks done, results in %s\n", s.BatchID, s.Done, s.Total, s.OutFile)
+	fmt.Fprintln(tw, "stop reason\tcount")
+	known := []subagent.StopReason{subagent.StopCompleted, subagent.StopAborted, subagent.StopMaxTokens, subagent.StopRefusal}
+	for _, stop := range known {
+		fmt.Fprintf(tw, "%s\t%d\n", stop, s.ByStopReason[stop])
+	}
+	for _, stop := range slices.Sorted(maps.Keys(s.ByStopReason)) {
+		if !slices.Contains(known, stop) {
+			fmt.Fprintf(tw, "%s\t%d\n", stop, s.ByStopReason[stop])
+		}
+	}
+	fmt.Fprintf(tw, "error\t%d\n", s.Failed)
+	if left := s.Total - s.Done; left > 0 {
+		fmt.Fprintf(tw, "not started\t%d\n", left)
+	}
+	fmt.Fprintf(tw, "duration\tp50 %v  p99 %v\n", roundDuration(s.Durations.Percentile(50)), roundDuration(s.Durations.Percentile(99)))
+	_ = tw.Flush()
+}
+
+// roundDuration keeps three significant digits or so: 1.23s, 45ms.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	default:
+		return d.Round(time.Millisecond)
+	}
+}
+
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+func writeTasks(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tasks.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	return path
+}
+
+func TestBatchPlan(t *testing.T) {
+	path := writeTasks(t,
+		`{"task": "one", "label": "a"}`,
+		``,
+		`{"task": "two", "provider": "fork", "parent": "p1"}`)
+	f := batchFlags{concurrency: 3, taskQueue: "q", id: "b1"}
+	in, err := f.plan(path)
+	require.NoError(t, err)
+	assert.Equal(t, "b1", in.BatchID)
+	assert.Equal(t, 2, in.Total)
+	assert.Len(t, in.Tasks, 2, "a small batch travels inline")
+	assert.Empty(t, in.TasksFile)
+	assert.Equal(t, strings.TrimSuffix(path, ".jsonl")+".results.jsonl", in.OutFile)
+	assert.Equal(t, 3, in.Concurrency)
+	assert.Equal(t, "q", in.TaskQueue)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	assert.Equal(t, wd, in.Defaults.Dir)
+	assert.Equal(t, defaultModel, in.Defaults.Route.Model)
+}
+
+func TestBatchPlanLargeFileByReference(t *testing.T) {
+	lines := make([]string, inlineMaxTasks+1)
+	for i := range lines {
+		lines[i] = `{"task": "t"}`
+	}
+	path := writeTasks(t, lines...)
+	in, err := (&batchFlags{concurrency: 1}).plan(path)
+	require.NoError(t, err)
+	assert.Empty(t, in.Tasks)
+	assert.Equal(t, path, in.TasksFile, "the worker reads a large batch from the file")
+	assert.Equal(t, inlineMaxTasks+1, in.Total)
+}
+
+// TestBatchPlanRejects: a bad task stops the batch before it starts, naming file and line.
+func TestBatchPlanRejects(t *testing.T) {
+	for want, lines := range map[string][]string{
+		":2: not a task object: json: unknown field \"prompt\"": {`{"task": "ok"}`, `{"prompt": "x"}`},
+		":3: missing \"task\"":                                      {`{"task": "ok"}`, ``, `{"label": "x"}`},
+		":1: no subagent provider registered for \"nope\"":          {`{"task": "x", "provider": "nope"}`},
+		":1: task: model-provider scripted needs model SCRIPT.json": {`{"task": "x", "model-provider": "scripted"}`},
+		": no tasks": {``},
+	} {
+		path := writeTasks(t, lines...)
+		_, err := (&batchFlags{concurrency: 1}).plan(path)
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, want)
+		assert.Equal(t, "starter batch: "+path+want, err.Error())
+	}
+	_, err := (&batchFlags{concurrency: 0}).plan(writeTasks(t, `{"task": "x"}`))
+	assert.EqualError(t, err, "starter batch: --concurrency must be at least 1: 0")
+}
+
+func TestPrintBatchSummary(t *testing.T) {
+	s := workflows.BatchSummary{BatchID: "b1", Total: 5, Done: 4, Failed: 1, OutFile: "/r.jsonl",
+		ByStopReason: map[subagent.StopReason]int{subagent.StopCompleted: 2, subagent.StopAborted: 1}}
+	s.Durations.Add(2 * time.Millisecond)
+	var b strings.Builder
+	printBatchSummary(&b, s)
+	assert.Equal(t, `batch b1: 4 of 5 tasks done, results in /r.jsonl
+stop reason  count
+completed    2
+aborted      1
+max-tokens   0
+refusal      0
+error        1
+not started  1
+duration     p50 2ms  p99 2ms
+`, b.String())
+	assert.Equal(t, "batch b1: 4/5 done (0 running, 0 queued, 2 completed, 1 failed)", progressLine("b1", s))
+}

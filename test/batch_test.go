@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// startBatch starts a Batch workflow with a fresh id on the shared worker.
+func startBatch(t testing.TB, in workflows.BatchInput) client.WorkflowRun {
+	t.Helper()
+	if in.BatchID == "" {
+		in.BatchID = "batch-" + uuid.NewString()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.BatchID, TaskQueue: env.taskQueue},
+		workflows.BatchWorkflowName, in)
+	require.NoError(t, err)
+	return run
+}
+
+// batchProgress queries a running batch.
+func batchProgress(t testing.TB, id string) (workflows.BatchSummary, error) {
+	t.Helper()
+	var s workflows.BatchSummary
+	v, err := env.c.QueryWorkflow(context.Background(), id, "", workflows.QueryProgress)
+	if err != nil {
+		return s, err
+	}
+	return s, v.Get(&s)
+}
+
+// readResults reads a batch results file, by task number.
+func readResults(t testing.TB, path string) map[int]workflows.BatchResult {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	got := map[int]workflows.BatchResult{}
+	s := bufio.NewScanner(f)
+	s.Buffer(nil, 16<<20)
+	for s.Scan() {
+		var r workflows.BatchResult
+		require.NoError(t, json.Unmarshal(s.Bytes(), &r), "line %q", s.Text())
+		_, dup := got[r.Index]
+		require.False(t, dup, "task %d has two results", r.Index)
+		got[r.Index] = r
+	}
+	require.NoError(t, s.Err())
+	return got
+}
+
+// scriptedTask is a task of a new root session in dir answering with scriptPath.
+func scriptedTask(provider, dir, scriptPath, text string) workflows.Task {
+	return workflows.Task{Provider: provider, Task: text, Cwd: dir, ModelProvider: model.ProviderScripted, Model: scriptPath}
+}
+
+// TestBatchMixedProviders runs a 50-task batch of spawn, fork, sdk and structured tasks: the
+// progress query adds up while it runs, every result is in the results file with its own
+// answer, and every child carries the batch id.
+func TestBatchMixedProviders(t *testing.T) {
+	dir := t.TempDir()
+	// The fork tasks fork this spawn child: its seed consumed two responses, so each fork
+	// answers with the third.
+	forkParent := script(t, dir,
+		`{"toolCalls": [{"name": "list_dir", "input": {}}]}`,
+		`{"text": "spawn answer"}`,
+		`{"text": "fork answer", "delayMs": 100}`)
+	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, forkParent, "look around"))
+	_, cancelled := outcome(t, run)
+	require.False(t, cancelled)
+
+	const n = 50
+	tasks := make([]workflows.Task, n)
+	want := make([]string, n)
+	for i := range tasks {
+		answer := fmt.Sprintf("answer %d", i)
+		switch {
+		case i == 2:
+			tasks[i] = scriptedTask(workflows.ProviderSpawn, dir, script(t, dir,
+				fmt.Sprintf(`{"toolCalls": [{"name": "structured_output", "input": {"n": %d}}]}`, i)), "structured")
+			tasks[i].Schema = json.RawMessage(`{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}`)
+			answer = ""
+		case i%10 == 1:
+			tasks[i] = workflows.Task{Provider: workflows.ProviderFork, Task: "and then?", Parent: pub.ChildID}
+			answer = "fork answer"
+		case i%10 == 0:
+			tasks[i] = scriptedTask(workflows.ProviderSDK, dir, script(t, dir, fmt.Sprintf(`{"text": %q, "delayMs": 100}`, answer)), "from a process")
+		default:
+			tasks[i] = scriptedTask(workflows.ProviderSpawn, dir, script(t, dir, fmt.Sprintf(`{"text": %q, "chunks": 2, "delayMs": 100}`, answer)), "spawn")
+		}
+		tasks[i].Label = fmt.Sprintf("task %d", i)
+		want[i] = answer
+	}
+	out := filepath.Join(dir, "results.jsonl")
+	batchID := "batch-" + uuid.NewString()
+	brun := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, OutFile: out, Concurrency: 8})
+
+	// Progress while it runs: every task is queued, running or done, never more than 8 run.
+	done := make(chan error, 1)
+	var sum workflows.BatchSummary
+	go func() { done <- brun.Get(context.Background(), &sum) }()
+	var polls []workflows.BatchSummary
+	deadline := time.After(waitLimit)
+poll:
+	for {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			break poll
+		case <-deadline:
+			t.Fatal("the batch did not end")
+		case <-time.After(50 * time.Millisecond):
+			if p, err := batchProgress(t, batchID); err == nil {
+				polls = append(polls, p)
+			}
+		}
+	}
+	require.NotEmpty(t, polls)
+	for i, p := range polls {
+		assert.Equal(t, n, p.Total)
+		assert.Equal(t, n, p.Queued+p.Running+p.Done, "poll %d: %+v", i, p)
+		assert.LessOrEqual(t, p.Running, 8)
+		completed := p.ByStopReason[subagent.StopCompleted]
+		assert.Equal(t, p.Done, completed+p.Failed)
+		if i > 0 {
+			assert.GreaterOrEqual(t, p.Done, polls[i-1].Done, "done never goes back")
+		}
+	}
+
+	assert.True(t, sum.Completed(), "%+v", sum)
+	assert.Equal(t, n, sum.Done)
+	assert.Equal(t, 1, sum.Runs)
+	results := readResults(t, out)
+	require.Len(t, results, n)
+	for i := range n {
+		r := results[i]
+		assert.Equal(t, subagent.StopCompleted, r.StopReason, "task %d: %+v", i, r)
+		assert.Equal(t, fmt.Sprintf("task %d", i), r.Label)
+		assert.Empty(t, r.Error)
+		if i != 2 {
+			assert.Equal(t, want[i], r.Output, "task %d", i)
+		}
+	}
+	assert.JSONEq(t, `{"n": 2}`, string(results[2].Structured))
+	assert.EqualValues(t, 2, results[1].Depth, "a fork of a depth-1 child has depth 2")
+
+	requireListed(t, fmt.Sprintf("SubagentBatch = '%s' AND SubagentProvider = 'sdk'", batchID),
+		[]string{results[0].WorkflowID, results[10].WorkflowID, results[20].WorkflowID, results[30].WorkflowID, results[40].WorkflowID})
+}
+
+// TestBatchContinueAsNew runs a batch read from a tasks file over a small continue-as-new
+// threshold: it takes several runs and every task still runs once.
+func TestBatchContinueAsNew(t *testing.T) {
+	dir := t.TempDir()
+	answer := script(t, dir, `{"text": "ok"}`)
+	var lines []string
+	for i := range 30 {
+		line, err := json.Marshal(scriptedTask(workflows.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
+		require.NoError(t, err)
+		lines = append(lines, string(line))
+	}
+	tasksFile := filepath.Join(dir, "tasks.jsonl")
+	require.NoError(t, os.WriteFile(tasksFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	out := filepath.Join(dir, "results.jsonl")
+
+	run := startBatch(t, workflows.BatchInput{TasksFile: tasksFile, OutFile: out, Concurrency: 4, ContinueAsNewAfter: 10})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var sum workflows.BatchSummary
+	require.NoError(t, run.Get(ctx, &sum))
+	assert.Equal(t, 3, sum.Runs, "30 tasks at 10 a run")
+	assert.Equal(t, 30, sum.Total)
+	assert.True(t, sum.Completed(), "%+v", sum)
+	results := readResults(t, out)
+	require.Len(t, results, 30)
+	for i := range 30 {
+		assert.Equal(t, "ok", results[i].Output, "task %d", i)
+	}
+}
+
+// TestBatchCancel cancels a batch while three slow children (spawn and sdk) run: they end
+// aborted with their partial output written, the other tasks never start, and the batch
+// ends Canceled with its summary.
+func TestBatchCancel(t *testing.T) {
+	dir := t.TempDir()
+	slow := slowScript(t, dir)
+	tasks := []workflows.Task{scriptedTask(workflows.ProviderSDK, dir, slow, "slow sdk")}
+	for range 9 {
+		tasks = append(tasks, scriptedTask(workflows.ProviderSpawn, dir, slow, "slow spawn"))
+	}
+	out := filepath.Join(dir, "results.jsonl")
+	batchID := "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, OutFile: out, Concurrency: 3})
+
+	require.Eventually(t, func() bool {
+		p, err := batchProgress(t, batchID)
+		return err == nil && p.Running == 3
+	}, waitLimit, 50*time.Millisecond)
+	// Let the children stream a little, so there is partial output to keep.
+	time.Sleep(2 * time.Second)
+	require.NoError(t, env.c.CancelWorkflow(context.Background(), batchID, ""))
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	err := run.Get(ctx, nil)
+	var canceled *temporal.CanceledError
+	require.True(t, errors.As(err, &canceled), "the batch ends Canceled: %v", err)
+	var sum workflows.BatchSummary
+	require.NoError(t, canceled.Details(&sum))
+	assert.Equal(t, 10, sum.Total)
+	assert.Equal(t, 3, sum.Done)
+	assert.Equal(t, 7, sum.Queued)
+	assert.Equal(t, map[subagent.StopReason]int{subagent.StopAborted: 3}, sum.ByStopReason)
+
+	results := readResults(t, out)
+	require.Len(t, results, 3)
+	for i, r := range results {
+		assert.Equal(t, subagent.StopAborted, r.StopReason, "task %d", i)
+		assert.NotEmpty(t, r.Output, "task %d keeps its partial output", i)
+		assert.True(t, strings.HasPrefix(slowText, r.Output), "task %d: %q", i, r.Output)
+	}
+	assert.Contains(t, results, 0, "the sdk task was among the running")
+}

@@ -1,0 +1,101 @@
+package workflows
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+func TestParseTaskLine(t *testing.T) {
+	task, blank, err := ParseTaskLine([]byte(`{"task": "sum up", "provider": "fork", "max-depth": 2, "allow": ["read_file"], "schema": {"type": "object"}}` + "\n"))
+	require.NoError(t, err)
+	assert.False(t, blank)
+	assert.Equal(t, Task{Task: "sum up", Provider: "fork", MaxDepth: ptr(int64(2)), Allow: []string{"read_file"},
+		Schema: json.RawMessage(`{"type": "object"}`)}, task)
+
+	_, blank, err = ParseTaskLine([]byte("  \t\r\n"))
+	require.NoError(t, err)
+	assert.True(t, blank, "white space is a blank line")
+
+	for line, want := range map[string]string{
+		`{"prompt": "x"}`:                 `not a task object: json: unknown field "prompt"`,
+		`{"task": "  "}`:                  `missing "task"`,
+		`{"task": "a"} {}`:                "more than one JSON value on the line",
+		`["task"]`:                        "not a task object: json: cannot unmarshal array into Go value of type workflows.Task",
+		`{"task": "a", "max-depth": "2"}`: `not a task object: json: cannot unmarshal string into Go struct field Task.max-depth of type int64`,
+	} {
+		_, _, err := ParseTaskLine([]byte(line))
+		assert.EqualError(t, err, want, line)
+	}
+}
+
+func TestTaskStartInput(t *testing.T) {
+	t.Run("root session from the defaults", func(t *testing.T) {
+		in, err := Task{Task: "go", Cwd: "sub", Label: "l"}.StartInput("b", batchDefaults)
+		require.NoError(t, err)
+		route := batchDefaults.Route
+		assert.Equal(t, StartInput{
+			Provider: ProviderSpawn,
+			Batch:    "b",
+			Request: subagent.Request{
+				Label:        "l",
+				Prompt:       []session.Block{session.Text("go")},
+				Parent:       subagent.ParentRef{Cwd: "/work/sub"},
+				AgentOptions: route,
+			},
+			Root: &RootSession{Cwd: "/work/sub", Route: route},
+		}, in)
+	})
+	t.Run("the task's route wins field by field", func(t *testing.T) {
+		in, err := Task{Task: "go", ModelProvider: "scripted", Model: "s.json", MaxTokens: 9, Cwd: "/abs"}.StartInput("b", batchDefaults)
+		require.NoError(t, err)
+		want := session.Route{Provider: "scripted", Model: "s.json", MaxTokens: 9}
+		assert.Equal(t, want, in.Root.Route)
+		assert.Equal(t, want, in.Request.AgentOptions)
+		assert.Equal(t, "/abs", in.Root.Cwd)
+	})
+	t.Run("parent session", func(t *testing.T) {
+		in, err := Task{Task: "go", Provider: "fork", Parent: "p1", Model: "m", Deny: []string{"bash"},
+			Persona: "terse", MaxDepth: ptr(int64(3)), Schema: json.RawMessage(`{"type":"object"}`)}.StartInput("b", batchDefaults)
+		require.NoError(t, err)
+		assert.Nil(t, in.Root)
+		assert.Equal(t, subagent.ParentRef{SessionID: "p1"}, in.Request.Parent)
+		assert.Equal(t, session.Route{Model: "m"}, in.Request.AgentOptions, "the parent's route fills the rest")
+		assert.Equal(t, &subagent.ToolFilter{Deny: []string{"bash"}}, in.Request.ToolFilter)
+		assert.Equal(t, "terse", in.Request.Persona)
+		assert.True(t, in.Request.HasOutputSchema())
+		assert.EqualValues(t, 3, *in.Request.MaxDepth)
+	})
+	for name, task := range map[string]Task{
+		"no task":             {},
+		"negative max-tokens": {Task: "x", MaxTokens: -1},
+		"schema not object":   {Task: "x", Schema: json.RawMessage(`"string"`)},
+	} {
+		_, err := task.StartInput("b", batchDefaults)
+		assert.Error(t, err, name)
+	}
+	_, err := Task{Task: "x", Cwd: "rel"}.StartInput("b", TaskDefaults{})
+	assert.EqualError(t, err, `task: cwd "rel" is relative and the batch has no absolute directory`)
+}
+
+func TestDurationsPercentiles(t *testing.T) {
+	var h Durations
+	assert.Zero(t, h.Percentile(50))
+	for ms := 1; ms <= 1000; ms++ {
+		h.Add(time.Duration(ms) * time.Millisecond)
+	}
+	assert.InEpsilon(t, 500*time.Millisecond, h.Percentile(50), 1.0/16)
+	assert.InEpsilon(t, 990*time.Millisecond, h.Percentile(99), 1.0/16)
+	assert.LessOrEqual(t, h.Percentile(100), time.Second, "never above the maximum")
+	assert.LessOrEqual(t, len(h.Buckets), 8*8+8, "the histogram stays small")
+
+	var small Durations
+	small.Add(3 * time.Millisecond)
+	assert.Equal(t, 3*time.Millisecond, small.Percentile(99), "short durations are exact")
+}

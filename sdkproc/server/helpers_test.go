@@ -169,12 +169,18 @@ func startRuntime(t *testing.T, mod ...func(*Options)) *runtime {
 	return r
 }
 
-// wait returns Run's exit code.
+// wait returns Run's exit code once the client has also taken in everything Run wrote:
+// frames read off the pipe are delivered on the client's read loop, which ends after the last.
 func (r *runtime) wait() int {
 	r.t.Helper()
 	select {
 	case code := <-r.code:
 		r.code <- code // for Cleanup
+		select {
+		case <-r.conn.Done():
+		case <-time.After(waitTimeout):
+			r.t.Fatal("the client did not see the end of Run's output")
+		}
 		return code
 	case <-time.After(waitTimeout):
 		r.t.Fatal("Run did not return")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -178,10 +179,35 @@ func staticHosts(opts Options, p ports) map[primitives.ServiceName]static.Hosts 
 
 // dynamicConfig holds the CLI dev server's overrides: a smaller host-level history cache (the
 // default 128k entries is sized for production hosts) and a visibility rate limit high enough
-// for the Web UI and batch progress polling (default 10/s).
+// for the Web UI and batch progress polling (default 10/s); and the latency settings below.
 func dynamicConfig() dynamicconfig.StaticClient {
 	return dynamicconfig.StaticClient{
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+
+		// History loads queue tasks from the database at most MaxPollRPS times a second per
+		// queue (default 20, sized for hundreds of shards). With our single shard every write
+		// that creates a transfer task (schedule a workflow or activity task, close a run)
+		// asks for a load, so past the limiter's burst each workflow task waited for the next
+		// 50 ms token: ~45 ms between WorkflowTaskScheduled and WorkflowTaskStarted. Loads are
+		// triggered by new tasks, so a high cap costs nothing while idle. Timer (timers,
+		// retries, timeouts) and visibility (UI and List freshness) queues have the same cap.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key():   1000,
+		dynamicconfig.TimerProcessorMaxPollRPS.Key():      1000,
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key(): 1000,
+
+		// One partition per task queue: with the default four, a task written to a partition
+		// no poller waits on is forwarded to the root partition, one more matching hop.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+
+		// How long history holds a long poll for new events, which is how the client waits
+		// for a run's result (default 20 s). Each poll subscribes to history's event notifier
+		// through a one-slot channel that drops a notification when full; a stale
+		// notification in that slot can push out the one for the close event, and the
+		// client then waits out the whole poll although the run is closed. A short poll
+		// bounds that wait; the client re-polls at once, so the cost is one cheap call a
+		// second per waiting client.
+		dynamicconfig.HistoryLongPollExpirationInterval.Key(): time.Second,
 	}
 }

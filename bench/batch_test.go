@@ -32,6 +32,8 @@ const (
 var env struct {
 	c   client.Client
 	tmp string
+	// addr and namespace reach the embedded server from other processes.
+	addr, namespace string
 }
 
 func TestMain(m *testing.M) {
@@ -55,6 +57,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer srv.Stop()
+	env.addr, env.namespace = srv.FrontendAddr(), srv.Namespace()
 	if env.c, err = srv.NewClient(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: client:", err)
 		return 1

@@ -22,8 +22,11 @@ var ErrScriptExhausted = errors.New("script exhausted")
 // Position rule: the first time a session id is seen by this value, its position starts at the
 // number of assistant messages in Request.Messages, so fork children (whose seed holds the
 // parent's answers) and sessions resumed in a new process continue where their history ends.
-// After that every request advances the position by one, failed ones included. A request
-// without a session id is stateless: its position is always that assistant-message count.
+// After that every request advances the position by one, failed ones included, except a
+// request cancelled by its context: it gives its position back, because it left no assistant
+// message, so the request that redoes its step takes the same response, in this process as in
+// a new one resuming from the stored history. A request without a session id is stateless: its
+// position is always that assistant-message count.
 //
 // A response with both "text" and "error" streams the text, then fails with the error. Usage is
 // an estimate: a quarter of the rune count of the request (input) and of the answer (output),
@@ -72,6 +75,7 @@ func (m *Scripted) Stream(ctx context.Context, req Request, onText func(delta st
 		text = *r.Text
 	}
 	if err := streamText(ctx, text, r.Chunks, time.Duration(r.DelayMs)*time.Millisecond, onText); err != nil {
+		m.unclaim(req, idx)
 		return Response{}, err
 	}
 	if r.Error != nil {
@@ -114,6 +118,19 @@ func (m *Scripted) claim(req Request) int {
 	}
 	m.positions[req.SessionID] = pos + 1
 	return pos
+}
+
+// unclaim gives back the position a cancelled request took, unless a later request of the
+// session has taken one since.
+func (m *Scripted) unclaim(req Request, idx int) {
+	if req.SessionID == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.positions[req.SessionID] == idx+1 {
+		m.positions[req.SessionID] = idx
+	}
 }
 
 func assistantCount(msgs []Message) int {

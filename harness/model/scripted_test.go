@@ -238,16 +238,35 @@ func TestScriptedCancelDuringDelay(t *testing.T) {
 		cancel()
 	}
 
-	resp, err := m.Stream(context.Background(), req, nil)
-	require.NoError(t, err)
-	assert.Equal(t, "next", resp.Text, "cancelled requests consumed their positions")
-
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = m.Stream(ctx, req, nil)
+	_, err := m.Stream(ctx, req, nil)
 	assert.ErrorIs(t, err, context.Canceled, "an already-cancelled request fails at once")
 }
 
+// A cancelled request leaves no assistant message, so the request that redoes its step must
+// take the same response, in this process as in a new one resuming from the stored history.
+func TestScriptedCancelledRequestGivesItsPositionBack(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "s.json", `{"responses": [
+		{"text": "one", "delayMs": 200},
+		{"text": "two"}
+	]}`)
+	m := NewScripted()
+	req := scriptedRequest(dir, script, "s1", 0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(10*time.Millisecond, cancel)
+	_, err := m.Stream(ctx, req, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	cancel()
+
+	for _, want := range []string{"one", "two"} {
+		resp, err := m.Stream(context.Background(), req, nil)
+		require.NoError(t, err)
+		assert.Equal(t, want, resp.Text)
+	}
+}
 func TestScriptedScriptPaths(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/tools"
@@ -39,10 +40,13 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 // left unfinished (SPEC R-73), and heartbeats its Progress every interval. When the store
 // leases sessions (session.Leaser), Drive holds the child's lease while it runs.
 //
-// A cancelled context (the workflow was cancelled) aborts the turn with cause parent; Drive
-// returns once the turn/end is written, with the context's error. When the worker stops,
-// Drive suspends the child instead — its turn stays unfinished and its log is synced — and
-// returns a retryable TypeWorkerStopping error, so the retry resumes the turn elsewhere.
+// A context cancelled by the workflow's cancel (its cause is a temporal.CanceledError) aborts
+// the turn with cause parent; Drive returns once the turn/end is written, with the context's
+// error. When the worker stops, Drive suspends the child instead — its turn stays unfinished
+// and its log is synced — and returns a retryable TypeWorkerStopping error, so the retry
+// resumes the turn elsewhere. A context that ends for any other cause (heartbeats that could
+// not reach the server, an activity the server no longer knows) suspends the child the same
+// way and returns a retryable error.
 func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workflows.DriveSummary, error) {
 	log := a.logger(ctx, in.ChildID)
 	if activity.HasHeartbeatDetails(ctx) {
@@ -73,9 +77,15 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 		return workflows.DriveSummary{}, fmt.Errorf("activities: drive %s: %w", in.ChildID, err)
 	}
 	prog.set(workflows.Progress{Phase: inprocess.PhaseRunning})
+	// The driver aborts the turn when its context ends, which only the workflow's cancel may
+	// do: the SDK also cancels ctx when heartbeats cannot reach the server for a while (a
+	// server restart, a network fault) or the activity is gone there, and such an attempt
+	// must leave the turn unfinished for its retry.
+	driveCtx, cancelDrive := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelDrive()
 	done := make(chan driveOutcome, 1)
 	go func() {
-		p, err := a.host.Drive(ctx, inprocess.DriveRequest{
+		p, err := a.host.Drive(driveCtx, inprocess.DriveRequest{
 			ChildID:    in.ChildID,
 			Provider:   in.Provider,
 			Request:    in.Request,
@@ -86,12 +96,22 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 	}()
 
 	var res driveOutcome
-	stopping := false
+	stopping, lost := false, false
 	select {
 	case res = <-done:
 	case <-activity.GetWorkerStopChannel(ctx):
 		stopping = true
 		log.Info("worker stopping: suspending the child, its turn stays unfinished")
+		res = a.suspend(ctx, log, in.ChildID, done)
+	case <-ctx.Done():
+		if temporal.IsCanceledError(context.Cause(ctx)) {
+			cancelDrive()
+			res = <-done
+			break
+		}
+		lost = true
+		log.Warn("drive lost its activity: suspending the child, its turn stays unfinished",
+			zap.NamedError("cause", context.Cause(ctx)))
 		res = a.suspend(ctx, log, in.ChildID, done)
 	}
 	prog.set(fromDriver(res.progress))
@@ -101,7 +121,9 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 	switch {
 	case stopping:
 		return sum, workerStopping("drive of child " + in.ChildID)
-	case res.err != nil && ctx.Err() != nil:
+	case lost:
+		return sum, fmt.Errorf("activities: drive %s: suspended, the retry resumes it: %w", in.ChildID, context.Cause(ctx))
+	case res.err != nil && driveCtx.Err() != nil:
 		log.Info("drive cancelled: the child's turn ended aborted (cause parent)")
 		return sum, ctx.Err()
 	case res.err != nil:

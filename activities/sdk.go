@@ -25,8 +25,13 @@ const phaseStarting = "starting"
 // Outcome. The child is always disposed (the shutdown ladder, then reaped) before
 // RunSDKChild returns.
 //
-// A cancelled context settles the run aborted with its partial output and returns
-// temporal.NewCanceledError(outcome). When the worker stops, the run is disposed the same
+// Each attempt runs its own session in the child runtime (see sdkSessionID); the Outcome
+// and the signal name the run by in.RunID whatever the attempt.
+//
+// A context cancelled by the workflow's cancel (its cause is a temporal.CanceledError)
+// settles the run aborted with its partial output and returns
+// temporal.NewCanceledError(outcome); a context that ends for another cause (heartbeats that
+// could not reach the server) returns a retryable error instead. When the worker stops, the run is disposed the same
 // way and a retryable TypeWorkerStopping error is returned: a process cannot move, so the
 // retry starts a new child. Start failures caused by the request (the cwd rules) are
 // non-retryable rejections.
@@ -62,7 +67,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	})
 	defer stopHeartbeat()
 
-	run, err := a.sdk.StartRun(runCtx, req, sdkproc.RunOptions{ID: in.RunID})
+	run, err := a.sdk.StartRun(runCtx, req, sdkproc.RunOptions{ID: sdkSessionID(in.RunID, activity.GetInfo(ctx).Attempt)})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -89,11 +94,16 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	}
 	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res}
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx)):
 		log.Info("sdk child cancelled", zap.String("stopReason", string(res.StopReason)))
 		return out, temporal.NewCanceledError(out)
 	case isClosed(stopCh):
 		return out, workerStopping("sdk child " + in.RunID)
+	case ctx.Err() != nil:
+		// Heartbeats could not reach the server, or the server no longer knows this
+		// attempt: not the workflow's cancel, so the retry runs the child again.
+		log.Warn("sdk child lost its activity", zap.NamedError("cause", context.Cause(ctx)))
+		return out, fmt.Errorf("activities: sdk child %s: the retry starts it again: %w", in.RunID, context.Cause(ctx))
 	}
 	log.Info("sdk child finished", zap.String("stopReason", string(res.StopReason)))
 	return out, nil
@@ -121,6 +131,18 @@ func (a *Activities) sdkParent(ctx context.Context, req *subagent.Request) (int6
 		return 0, rejection(err)
 	}
 	return depth, nil
+}
+
+// sdkSessionID is the child runtime's session id of one attempt of run runID: the run id
+// itself for the first attempt, a fresh one for every retry. A retry must not reuse the
+// session of an attempt whose worker died: that session ends inside the dead attempt's
+// unfinished turn, and prompting it again would first resume that turn to its end and then
+// answer the same prompt a second time, in a second turn.
+func sdkSessionID(runID string, attempt int32) string {
+	if attempt <= 1 {
+		return runID
+	}
+	return fmt.Sprintf("%s-attempt-%d", runID, attempt)
 }
 
 // fromSDK converts the sdk run's progress.

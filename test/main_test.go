@@ -39,6 +39,7 @@ var env struct {
 	taskQueue   string
 	sessionRoot string
 	starter     string // path of the built starter binary
+	tmp         string // the package's temporary directory, removed after the tests
 }
 
 func TestMain(m *testing.M) {
@@ -77,6 +78,7 @@ func setUp(tmp string) (stop func(), err error) {
 	}
 	ctx := context.Background()
 
+	env.tmp = tmp
 	env.starter = filepath.Join(tmp, "starter")
 	build := exec.Command("go", "build", "-o", env.starter, "github.com/subflow-dev/subflow/starter")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -49,14 +49,20 @@ func (p *progress) get() workflows.Progress {
 func (a *Activities) startHeartbeat(ctx context.Context, current func() workflows.Progress) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	// Each detail carries its human line, which the Temporal UI shows on the pending activity.
+	beat := func() {
+		p := current()
+		p.Summary = p.String()
+		activity.RecordHeartbeat(ctx, p)
+	}
 	wg.Go(func() {
-		activity.RecordHeartbeat(ctx, current())
+		beat()
 		t := time.NewTicker(a.interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				activity.RecordHeartbeat(ctx, current())
+				beat()
 			case <-done:
 				return
 			}

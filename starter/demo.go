@@ -87,6 +87,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	exit := fset.Bool("exit", false, "stop after the showcase instead of serving")
 	port := fset.Int("port", 7233, "frontend gRPC `PORT` (0 picks a free one)")
 	uiPort := fset.Int("ui-port", 8233, "Web UI `PORT` (0 picks a free one)")
+	metricsAddr := fset.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	if positional, err := parseInterleaved(fset, args); err != nil || len(positional) > 0 {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitCompleted
@@ -119,6 +120,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer srv.Stop()
 	copts := srv.ClientOptions()
 	copts.Logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	stopMetrics, err := withMetrics(*metricsAddr, &copts, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter demo: %v\n", err)
+		return exitError
+	}
+	defer func() { _ = stopMetrics() }()
 	c, err := client.DialContext(ctx, copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter demo: connect to %s: %v\n", srv.FrontendAddr(), err)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
@@ -23,6 +25,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	db := fs.String("db", "", "SQLite `FILE` to persist the server in (default: in memory)")
 	noWorker := fs.Bool("no-worker", false, "serve only the server and the UI")
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task `QUEUE` of the worker")
+	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	if positional, err := parseInterleaved(fs, args); err != nil || len(positional) > 0 {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitCompleted
@@ -46,9 +49,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if !*noWorker {
-		c, err := srv.NewClient(ctx)
+		copts := srv.ClientOptions()
+		stopMetrics, err := withMetrics(*metricsAddr, &copts, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "starter dev: %v\n", err)
+			return exitError
+		}
+		defer func() { _ = stopMetrics() }()
+		c, err := client.DialContext(ctx, copts)
+		if err != nil {
+			fmt.Fprintf(stderr, "starter dev: connect to %s: %v\n", srv.FrontendAddr(), err)
 			return exitError
 		}
 		defer c.Close()

@@ -39,8 +39,8 @@ const (
 )
 
 const usage = `usage:
-  starter demo [--exit] [--port N] [--ui-port N]
-  starter dev [--port N] [--ui-port N] [--db FILE] [--no-worker] [--task-queue Q]
+  starter demo [--exit] [--port N] [--ui-port N] [--metrics-addr ADDR]
+  starter dev [--port N] [--ui-port N] [--db FILE] [--no-worker] [--task-queue Q] [--metrics-addr ADDR]
   starter run [flags] TASK        (starter run -h lists the flags)
   starter status ID [--json]
   starter result ID [--json]

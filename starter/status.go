@@ -61,7 +61,7 @@ func printStatus(w io.Writer, id string, st workflows.Status) {
 		fmt.Fprintf(w, "summary   %d steps, %d bytes streamed, %d output tokens\n", s.Steps, s.StreamedBytes, s.OutputTokens)
 	}
 	if p := st.Progress; p != nil {
-		fmt.Fprintf(w, "progress  %s: %d steps, %d bytes streamed, %d output tokens\n", p.Phase, p.Steps, p.StreamedBytes, p.OutputTokens)
+		fmt.Fprintf(w, "progress  %s\n", p)
 		if p.Tail != "" {
 			fmt.Fprintf(w, "tail\n%s\n", p.Tail)
 		}

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"go.temporal.io/sdk/client"
-
 	"fmt"
+	"io"
+
+	"go.temporal.io/sdk/client"
 
 	"github.com/subflow-dev/subflow/worker/app"
 )
@@ -30,4 +31,19 @@ func startWorker(c client.Client, opts app.Options) (stop func() error, err erro
 		w.Stop()
 		return cleanup()
 	}, nil
+}
+
+// withMetrics serves the SDK metrics of clients dialed with copts on addr (--metrics-addr)
+// and prints where; an empty addr serves nothing. The returned stop closes the export.
+func withMetrics(addr string, copts *client.Options, stdout io.Writer) (stop func() error, err error) {
+	if addr == "" {
+		return func() error { return nil }, nil
+	}
+	m, err := app.ServeMetrics(addr, nil)
+	if err != nil {
+		return nil, fmt.Errorf("starter: %w", err)
+	}
+	copts.MetricsHandler = m.Handler()
+	fmt.Fprintf(stdout, "Metrics          http://%s%s\n", m.Addr(), app.MetricsPath)
+	return m.Close, nil
 }

@@ -4,11 +4,14 @@
 //
 //	worker [--task-queue subflow] [--session-root DIR] [--presets FILE]
 //	       [--sdk-command CMD [--sdk-arg ARG]...] [--log-level info]
+//	       [--metrics-addr 127.0.0.1:9090]
 //	worker child-runtime [--config FILE]
 //
 // The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, temporal.toml profiles); the DeepSeek key from DEEPSEEK_API_KEY;
-// SUBFLOW_SESSION_ROOT and SUBFLOW_SESSION_STORE choose the session store.
+// SUBFLOW_SESSION_ROOT and SUBFLOW_SESSION_STORE choose the session store. Logs are JSON lines
+// on stderr; with --metrics-addr the Temporal SDK's metrics are served for Prometheus on
+// http://ADDR/metrics.
 package main
 
 import (
@@ -40,6 +43,7 @@ func run() int {
 	flag.StringVar(&opts.SDKCommand, "sdk-command", "", "sdk child command (default: this executable "+app.ChildRuntimeArg+")")
 	flag.Var(&sdkArgs, "sdk-arg", "argument of the sdk child command (repeatable)")
 	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
+	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	flag.Parse()
 	opts.SDKArgs = sdkArgs
 
@@ -57,6 +61,20 @@ func run() int {
 		return 1
 	}
 	copts.Logger = app.TemporalLogger(logger)
+	if *metricsAddr != "" {
+		metrics, err := app.ServeMetrics(*metricsAddr, logger)
+		if err != nil {
+			logger.Error("serve metrics", zap.Error(err))
+			return 1
+		}
+		defer func() {
+			if err := metrics.Close(); err != nil {
+				logger.Error("stop metrics", zap.Error(err))
+			}
+		}()
+		copts.MetricsHandler = metrics.Handler()
+		logger.Info("serving metrics", zap.String("url", "http://"+metrics.Addr()+app.MetricsPath))
+	}
 	c, err := client.Dial(copts)
 	if err != nil {
 		logger.Error("connect to Temporal", zap.Error(err))

@@ -132,7 +132,11 @@ const MaxTail = 1024
 
 // Progress is the heartbeat detail of Drive and RunSDKChild (SPEC R-73). Callers read it
 // from the pending activity (see Describe); the workflow never sees it.
+//
+// Summary repeats the figures as one human line (String), first in the JSON so the Temporal
+// UI's pending-activity view reads "running: step 7, 3.2 kB streamed" before the numbers.
 type Progress struct {
+	Summary       string `json:"summary,omitempty"`
 	Phase         string `json:"phase"`
 	Steps         int    `json:"steps"`
 	StreamedBytes int64  `json:"streamedBytes"`

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# UI check: starts `starter dev` (embedded Temporal server, its Web UI and a worker), runs a
+# completed, a structured, an sdk and a cancelled delegation with the scripted model, then
+# loads the Temporal Web UI in headless Chromium and checks the rendered DOM:
+#   - the workflow list filtered by SubagentStopReason shows exactly the runs that ended so;
+#   - a run's page shows its summary, its search attributes and its activities;
+#   - a running delegation's pending activity shows its heartbeat line ("running: step …").
+# Screenshots of those pages are written to docs/img/ (the README shows them).
+#
+#   bash test/ui/run.sh           (installs Debian's chromium when it is missing)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+here=$root/test/ui
+img=$root/docs/img
+
+if ! command -v chromium >/dev/null; then
+  apt-get install -y -qq chromium >/dev/null
+fi
+
+tmp=$(mktemp -d)
+dev_pid=
+cleanup() {
+  if [ -n "$dev_pid" ]; then kill "$dev_pid" 2>/dev/null || true; wait "$dev_pid" 2>/dev/null || true; fi
+  if [ -z "${UI_KEEP:-}" ]; then rm -rf "$tmp"; else echo "ui: kept $tmp"; fi
+}
+trap cleanup EXIT
+fail() { echo "ui: FAIL: $*" >&2; exit 1; }
+
+echo "ui: building the starter"
+go build -o "$tmp/starter" ./starter
+starter=$tmp/starter
+
+# Port 0: the starter picks free ports and prints them.
+SUBFLOW_SESSION_ROOT=$tmp/sessions "$starter" dev --port 0 --ui-port 0 >"$tmp/dev.out" 2>"$tmp/dev.err" &
+dev_pid=$!
+for _ in $(seq 1 120); do
+  grep -q '^Serving until interrupted' "$tmp/dev.out" 2>/dev/null && break
+  kill -0 "$dev_pid" 2>/dev/null || { cat "$tmp/dev.out" "$tmp/dev.err"; fail "starter dev exited"; }
+  sleep 0.5
+done
+grep -q '^Serving until interrupted' "$tmp/dev.out" || fail "starter dev did not come up"
+export TEMPORAL_ADDRESS=$(sed -n 's/^Temporal server *\([^ ]*\).*/\1/p' "$tmp/dev.out")
+ui=$(sed -n 's/^Web UI *\(http[^ ]*\).*/\1/p' "$tmp/dev.out")
+echo "ui: server $TEMPORAL_ADDRESS, Web UI $ui"
+
+mkdir -p "$tmp/work"
+cp "$root/starter/demo/NOTES.md" "$tmp/work/" 2>/dev/null || echo "release checklist" >"$tmp/work/NOTES.md"
+run() { # run NAME [starter run flags] TASK: prints the run's JSON line, keeps it in $tmp/NAME.json
+  local name=$1; shift
+  "$starter" run --cwd "$tmp/work" --model-provider scripted --json "$@" >"$tmp/$name.json" || true
+  cat "$tmp/$name.json"
+}
+field() { sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" "$tmp/$1.json"; }
+
+run completed --model "$here/completed.json" --label "ui: completed" "Summarize the workspace."
+run structured --model "$here/structured.json" --schema "$here/schema.json" --label "ui: structured" "Report the checklist as data."
+run sdk --provider sdk --model "$here/sdk.json" --label "ui: sdk child" "Answer from a child process."
+"$starter" run --cwd "$tmp/work" --model-provider scripted --model "$here/cancel.json" --label "ui: cancelled" \
+  --detach --json "Write a long essay." >"$tmp/cancelled.json"
+cat "$tmp/cancelled.json"
+for name in completed structured sdk; do
+  [ "$(field $name stopReason)" = completed ] || fail "$name run did not complete: $(cat "$tmp/$name.json")"
+done
+cancel_id=$(field cancelled workflowId)
+[ -n "$cancel_id" ] || fail "the cancelled run did not start"
+
+page() { # page NAME URL PNG [TEXT...]: loads URL until every TEXT shows, keeps the DOM in
+  # $tmp/NAME.html and, when PNG is not empty, a screenshot in docs/img/PNG.png
+  local name=$1 url=$2 png=$3; shift 3
+  local flags=(--url "$url" --html "$tmp/$name.html" --timeout 90)
+  if [ -n "$png" ]; then mkdir -p "$img"; flags+=(--png "$img/$png.png"); fi
+  for text in "$@"; do flags+=(--wait "$text"); done
+  node "$here/cdp.js" "${flags[@]}" || fail "$name page ($url): see above; DOM in $tmp/$name.html"
+}
+refute() { # refute NAME TEXT...: no TEXT is in the page's DOM
+  local name=$1; shift
+  for text in "$@"; do
+    if grep -qF -- "$text" "$tmp/$name.html"; then fail "$name page shows \"$text\""; fi
+  done
+}
+ns=$ui/namespaces/default
+
+# The running delegation (it streams 20 B every 3 s for 5 minutes), with its heartbeat line on
+# the pending Drive activity; the "tail" field shows up once some text has streamed.
+cancel_run=$(field cancelled runId)
+page pending "$ns/workflows/$cancel_id/$cancel_run/pending-activities" ui-pending-activity \
+  "Drive" "Heartbeat Details" "running: step 1, " '"tail": "A long essay'
+
+"$starter" cancel "$cancel_id"
+code=0; "$starter" result "$cancel_id" >/dev/null || code=$?
+[ "$code" = 3 ] || fail "the cancelled run's result exited $code, want 3 (aborted)"
+
+list() { printf '%s/workflows?query=%s' "$ns" "$(printf 'SubagentStopReason="%s"' "$1" | sed 's/ /%20/g; s/"/%22/g; s/=/%3D/g')"; }
+page completed-list "$(list completed)" ui-workflows-completed \
+  "$(field completed workflowId)" "$(field structured workflowId)" "$(field sdk workflowId)"
+refute completed-list "$cancel_id"
+page aborted-list "$(list aborted)" "" "$cancel_id"
+refute aborted-list "$(field completed workflowId)" "$(field sdk workflowId)"
+
+wid=$(field completed workflowId); rid=$(field completed runId); child=$(field completed childId)
+page run "$ns/workflows/$wid/$rid/timeline" ui-run "Publish" "Drive" "ReadResult"
+page metadata "$ns/workflows/$wid/$rid/user-metadata" ui-summary \
+  "spawn child of a new root session: ui: completed" "Summarize the workspace."
+page attributes "$ns/workflows/$wid/$rid/search-attributes" ui-search-attributes \
+  "SubagentStopReason" "completed" "SubagentProvider" "spawn" "SubagentChild" "$child" "SubagentLabel" "ui: completed"
+
+echo "ui: 4 runs, 6 pages checked; screenshots in docs/img/"

@@ -8,11 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,8 +59,7 @@ type FileStore struct {
 	clock  uint64 // advanced on every use of a log, to find the least recently used
 	closed bool
 
-	subMu sync.Mutex
-	subs  map[string][]*subscription // replaced, never modified in place: publish reads a snapshot
+	subs Subscribers
 }
 
 var (
@@ -85,7 +82,6 @@ func NewFileStore(root string) (*FileStore, error) {
 	return &FileStore{
 		root: abs,
 		logs: make(map[string]*eventLog),
-		subs: make(map[string][]*subscription),
 	}, nil
 }
 
@@ -189,7 +185,7 @@ func (s *FileStore) Append(_ context.Context, id string, events ...Event) error 
 		return opErr("append", id, err)
 	}
 	// Still under l.mu, so batches of concurrent appenders reach subscribers in seq order.
-	s.publish(id, events)
+	s.subs.Publish(id, events)
 	return nil
 }
 
@@ -248,29 +244,7 @@ func (s *FileStore) Load(_ context.Context, id string) (Header, []Event, error) 
 // (see Store). fn may call the returned unsubscribe itself and then gets no further event;
 // once unsubscribe has returned, no Append that starts later calls fn.
 func (s *FileStore) Subscribe(id string, fn func(Event)) (unsubscribe func()) {
-	sub := &subscription{fn: fn}
-	sub.active.Store(true)
-	s.subMu.Lock()
-	s.subs[id] = append(slices.Clip(s.subs[id]), sub)
-	s.subMu.Unlock()
-	return func() {
-		if !sub.active.Swap(false) {
-			return
-		}
-		s.subMu.Lock()
-		defer s.subMu.Unlock()
-		var rest []*subscription
-		for _, other := range s.subs[id] {
-			if other != sub {
-				rest = append(rest, other)
-			}
-		}
-		if len(rest) == 0 {
-			delete(s.subs, id)
-		} else {
-			s.subs[id] = rest
-		}
-	}
+	return s.subs.Subscribe(id, fn)
 }
 
 // Remove deletes the session's directory and closes this store's file of it (see Store). It
@@ -410,24 +384,6 @@ func (s *FileStore) forget(id string, l *eventLog) {
 		delete(s.logs, id)
 	}
 	s.mu.Unlock()
-}
-
-type subscription struct {
-	fn     func(Event)
-	active atomic.Bool
-}
-
-func (s *FileStore) publish(id string, events []Event) {
-	s.subMu.Lock()
-	subs := s.subs[id]
-	s.subMu.Unlock()
-	for _, e := range events {
-		for _, sub := range subs {
-			if sub.active.Load() {
-				sub.fn(e)
-			}
-		}
-	}
 }
 
 // ValidateID returns an error wrapping ErrInvalidID if id is empty, ".", "..", or holds a path

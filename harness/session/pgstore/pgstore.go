@@ -19,9 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,8 +64,7 @@ type Store struct {
 	mu    sync.Mutex
 	locks map[string]*sessionLock // serialize this Store's appends per session
 
-	subMu sync.Mutex
-	subs  map[string][]*subscription // replaced, never modified in place: publish reads a snapshot
+	subs session.Subscribers
 }
 
 var (
@@ -101,7 +98,6 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return &Store{
 		pool:  pool,
 		locks: make(map[string]*sessionLock),
-		subs:  make(map[string][]*subscription),
 	}, nil
 }
 
@@ -204,7 +200,7 @@ func (s *Store) Append(ctx context.Context, id string, events ...session.Event) 
 	}
 	// Still under the session's lock, so batches of concurrent appenders reach subscribers in
 	// seq order.
-	s.publish(id, stored)
+	s.subs.Publish(id, stored)
 	return nil
 }
 
@@ -277,24 +273,7 @@ func (s *Store) Load(ctx context.Context, id string) (session.Header, []session.
 // (see session.Store). fn may call the returned unsubscribe itself and then gets no further
 // event; once unsubscribe has returned, no Append that starts later calls fn.
 func (s *Store) Subscribe(id string, fn func(session.Event)) (unsubscribe func()) {
-	sub := &subscription{fn: fn}
-	sub.active.Store(true)
-	s.subMu.Lock()
-	s.subs[id] = append(slices.Clip(s.subs[id]), sub)
-	s.subMu.Unlock()
-	return func() {
-		if !sub.active.Swap(false) {
-			return
-		}
-		s.subMu.Lock()
-		defer s.subMu.Unlock()
-		rest := slices.DeleteFunc(slices.Clone(s.subs[id]), func(other *subscription) bool { return other == sub })
-		if len(rest) == 0 {
-			delete(s.subs, id)
-		} else {
-			s.subs[id] = rest
-		}
-	}
+	return s.subs.Subscribe(id, fn)
 }
 
 // Remove deletes the session's header and events in one statement (see session.Store).
@@ -453,24 +432,6 @@ func (s *Store) lock(id string) (unlock func()) {
 			delete(s.locks, id)
 		}
 		s.mu.Unlock()
-	}
-}
-
-type subscription struct {
-	fn     func(session.Event)
-	active atomic.Bool
-}
-
-func (s *Store) publish(id string, events []session.Event) {
-	s.subMu.Lock()
-	subs := s.subs[id]
-	s.subMu.Unlock()
-	for _, e := range events {
-		for _, sub := range subs {
-			if sub.active.Load() {
-				sub.fn(e)
-			}
-		}
 	}
 }
 

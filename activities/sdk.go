@@ -67,7 +67,10 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	})
 	defer stopHeartbeat()
 
-	run, err := a.sdk.StartRun(runCtx, req, sdkproc.RunOptions{ID: sdkSessionID(in.RunID, activity.GetInfo(ctx).Attempt)})
+	run, err := a.sdk.StartRun(runCtx, req, sdkproc.RunOptions{
+		ID:     sdkSessionID(in.RunID, activity.GetInfo(ctx).Attempt),
+		Logger: log, // the child's lines carry the workflow, run and child ids too
+	})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:

@@ -68,6 +68,10 @@ type RunOptions struct {
 	// ID is the run id (and the child's session id); "" means a fresh UUID. A caller that
 	// must choose it deterministically (a Temporal workflow) passes it here.
 	ID string
+	// Logger, when set, replaces the provider's logger for this run's lines (the child's
+	// lifecycle, its stderr, the failure warning of R-54), so they carry the caller's fields
+	// such as a workflow id. The provider and run fields are added either way.
+	Logger *zap.Logger
 }
 
 // Start is StartRun with zero RunOptions.
@@ -99,14 +103,19 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 	if id == "" {
 		id = uuid.NewString()
 	}
-	r := newRun(p, id, req.Prompt)
+	log := opts.Logger
+	if log == nil {
+		log = p.log
+	}
+	log = log.With(zap.String("provider", p.Name()), zap.String("run", id))
+	r := newRun(p, id, req.Prompt, log)
 	c, err := spawn(spawnOptions{
 		command:      p.cfg.Command,
 		args:         p.cfg.Args,
 		dir:          cwd,
 		env:          subagent.ScrubEnv(os.Environ(), "DSH_", p.cfg.Env),
 		maxFrameSize: p.opts.MaxFrameSize,
-		log:          p.log.With(zap.String("provider", p.Name()), zap.String("run", id)),
+		log:          log,
 		onNotify:     r.events.push,
 	})
 	if err != nil {

@@ -17,6 +17,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
@@ -404,4 +407,27 @@ func TestChildDiesWithWorker(t *testing.T) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("child %d outlived its worker", pid)
 	}
+}
+
+// A caller's logger (an activity's, with its workflow ids) carries the run's lines, so the
+// one warning of a failed run can be traced to its workflow at 3 a.m.
+func TestRunLoggerCarriesTheCallersFields(t *testing.T) {
+	h := newHarness(t, badConfig("die"), Options{})
+	core, logs := observer.New(zapcore.DebugLevel)
+	caller := zap.New(core).With(zap.String("workflowId", "wf-1"))
+	r, err := h.p.StartRun(context.Background(), request(t, "hi"), RunOptions{ID: "run-1", Logger: caller})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Dispose(context.Background()) })
+	res, err := r.Result(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, subagent.StopError, res.StopReason)
+
+	warnings := logs.FilterLevelExact(zapcore.WarnLevel).All()
+	require.Len(t, warnings, 1)
+	assert.Equal(t, `subagent-dsh-sdk "dsh-sdk": child run failed (error): JSON-RPC input closed`, warnings[0].Message)
+	fields := warnings[0].ContextMap()
+	assert.Equal(t, "wf-1", fields["workflowId"])
+	assert.Equal(t, "run-1", fields["run"])
+	assert.Equal(t, "dsh-sdk", fields["provider"])
+	assert.Empty(t, h.warnings(), "the provider's own logger got none of the run's lines")
 }

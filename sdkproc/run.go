@@ -23,6 +23,7 @@ import (
 // after a Result cancelled through its context.
 type Run struct {
 	p      *Provider
+	log    *zap.Logger // carries the provider and run fields
 	id     string
 	prompt []session.Block
 	child  *child
@@ -44,9 +45,10 @@ type Run struct {
 
 var _ subagent.Run = (*Run)(nil)
 
-func newRun(p *Provider, id string, prompt []session.Block) *Run {
+func newRun(p *Provider, id string, prompt []session.Block, log *zap.Logger) *Run {
 	return &Run{
 		p:        p,
+		log:      log,
 		id:       id,
 		prompt:   prompt,
 		events:   newQueue(),
@@ -169,8 +171,7 @@ func (r *Run) settleWith(stop subagent.StopReason, output []session.Block, failu
 	r.mu.Unlock()
 	r.events.close()
 	if failure != "" {
-		r.p.log.Warn(fmt.Sprintf("%s %q: child run failed (%s): %s", messagePrefix, r.p.Name(), stop, failure),
-			zap.String("run", r.id))
+		r.log.Warn(fmt.Sprintf("%s %q: child run failed (%s): %s", messagePrefix, r.p.Name(), stop, failure))
 	}
 	close(r.done)
 }

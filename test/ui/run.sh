@@ -17,6 +17,11 @@ img=$root/docs/img
 if ! command -v chromium >/dev/null; then
   apt-get install -y -qq chromium >/dev/null
 fi
+# cdp.js needs only Node.js itself (no npm packages); machines of this kind ship it, Debian's
+# package covers one that does not.
+if ! command -v node >/dev/null; then
+  apt-get install -y -qq nodejs >/dev/null
+fi
 
 tmp=$(mktemp -d)
 dev_pid=

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sys/unix"
 
@@ -22,12 +23,15 @@ import (
 // TestWorkerKilledAtEachPhase SIGKILLs the worker process at each phase boundary of a spawn
 // run, pinned there by holding a file lock of the session store from the test process:
 //
-//   - before publish: Publish is blocked reading the parent session;
+//   - before publish: Publish (a local activity) is blocked reading the parent session, in
+//     the run's first workflow task;
 //   - between publish and drive: Drive is waiting for the child's session lease;
-//   - after the drive, before the result read: ReadResult is blocked reading the child.
+//   - after the drive, before the result read: ReadResult (a local activity) is blocked
+//     reading the child, in the workflow task after the drive.
 //
 // Every case ends with exactly one child of the parent, its one tool call run once, and the
-// correct result, on a second worker process.
+// correct result, on a second worker process: a killed local activity runs again in the
+// workflow task retried after the killed one timed out, a killed Drive in its retry.
 func TestWorkerKilledAtEachPhase(t *testing.T) {
 	t.Parallel()
 	for _, phase := range []string{"before-publish", "before-drive", "before-read"} {
@@ -84,9 +88,7 @@ func killedAtPhase(t *testing.T, phase string) {
 	described := env.c.GetWorkflow(context.Background(), workflows.WorkflowID(childID), "")
 	switch phase {
 	case "before-publish":
-		pendingActivity(t, f.c, described, workflows.ActivityPublish, func(s enumsState, _ workflows.Progress) bool {
-			return s == enumspb.PENDING_ACTIVITY_STATE_STARTED
-		})
+		workflowTaskStarted(t, f.c, described)
 	case "before-drive":
 		pendingActivity(t, f.c, described, workflows.ActivityDrive, func(_ enumsState, p workflows.Progress) bool {
 			return p.Phase == "leasing"
@@ -101,9 +103,7 @@ func killedAtPhase(t *testing.T, phase string) {
 		unlockEvents := lockFile(t, filepath.Join(root, childID, "events.jsonl"))
 		unlockLease := unlock
 		unlock = func() { unlockEvents(); unlockLease() }
-		pendingActivity(t, f.c, described, workflows.ActivityReadResult, func(s enumsState, _ workflows.Progress) bool {
-			return s == enumspb.PENDING_ACTIVITY_STATE_STARTED
-		})
+		workflowTaskStarted(t, f.c, described)
 	}
 	w1.kill()
 	unlock()
@@ -129,17 +129,37 @@ func killedAtPhase(t *testing.T, phase string) {
 	assert.Equal(t, session.EndCompleted, tr.end.Kind)
 	assert.Equal(t, map[string]int{"a.txt": 1}, writes.settle(t), "the tool call ran once")
 
-	attempts, _ := activityAttempts(history(t, env.c, waitRun()))
-	retried := map[string]string{
-		"before-publish": workflows.ActivityPublish,
-		"before-drive":   workflows.ActivityDrive,
-		"before-read":    workflows.ActivityReadResult,
-	}[phase]
-	assert.Equal(t, int32(2), attempts[retried], "the worker was killed in %s", retried)
-	if phase == "before-read" {
-		assert.Equal(t, int32(1), attempts[workflows.ActivityDrive], "the finished drive is not redone")
+	events := history(t, env.c, waitRun())
+	attempts, _ := activityAttempts(events)
+	if phase == "before-drive" {
+		assert.Equal(t, int32(2), attempts[workflows.ActivityDrive], "the worker was killed in Drive")
+	} else {
+		assert.Equal(t, 1, workflowTaskTimeouts(events), "the worker was killed in a workflow task")
+		assert.Equal(t, int32(1), attempts[workflows.ActivityDrive], "the drive ran once")
 	}
 	record(t, waitRun(), "spawn-killed-"+phase)
+}
+
+// workflowTaskStarted polls the run until a worker has started its pending workflow task and
+// holds it: what a local activity that is still running looks like from outside.
+func workflowTaskStarted(t testing.TB, c client.Client, run client.WorkflowRun) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		desc, err := c.DescribeWorkflowExecution(context.Background(), run.GetID(), run.GetRunID())
+		return err == nil && len(desc.GetPendingActivities()) == 0 &&
+			desc.GetPendingWorkflowTask().GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED
+	}, 2*waitLimit, waitTick, "run %s: no started workflow task", run.GetID())
+}
+
+// workflowTaskTimeouts counts the run's timed-out workflow tasks.
+func workflowTaskTimeouts(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, ev := range events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT {
+			n++
+		}
+	}
+	return n
 }
 
 // lockFile takes an exclusive flock of path (created if absent), blocking until it is free,

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
@@ -26,21 +28,26 @@ const waitLimit = 10 * time.Second
 type fakes struct {
 	mu      sync.Mutex
 	calls   []string
+	local   []string // the calls that ran as local activities
 	roots   []CreateRootSessionInput
 	publish []PublishInput
 	drives  []DriveInput
 	reads   []ReadResultInput
 	sdks    []SDKInput
 
+	onRoot    func(context.Context) error
 	onPublish func(context.Context, PublishInput) (Published, error)
 	onDrive   func(context.Context, DriveInput) (DriveSummary, error)
 	onSDK     func(context.Context, SDKInput) (Outcome, error)
 }
 
-func (f *fakes) record(name string) {
+func (f *fakes) record(ctx context.Context, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, name)
+	if activity.GetInfo(ctx).IsLocalActivity {
+		f.local = append(f.local, name)
+	}
 }
 
 func (f *fakes) Calls() []string {
@@ -49,16 +56,28 @@ func (f *fakes) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakes) CreateRootSession(_ context.Context, in CreateRootSessionInput) (subagent.ParentRef, error) {
-	f.record(ActivityCreateRootSession)
+// Local returns the calls that ran as local activities.
+func (f *fakes) Local() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.local...)
+}
+
+func (f *fakes) CreateRootSession(ctx context.Context, in CreateRootSessionInput) (subagent.ParentRef, error) {
+	f.record(ctx, ActivityCreateRootSession)
 	f.mu.Lock()
 	f.roots = append(f.roots, in)
 	f.mu.Unlock()
+	if f.onRoot != nil {
+		if err := f.onRoot(ctx); err != nil {
+			return subagent.ParentRef{}, err
+		}
+	}
 	return subagent.ParentRef{SessionID: "root-" + in.SessionID, Cwd: in.Root.Cwd}, nil
 }
 
 func (f *fakes) Publish(ctx context.Context, in PublishInput) (Published, error) {
-	f.record(ActivityPublish)
+	f.record(ctx, ActivityPublish)
 	f.mu.Lock()
 	f.publish = append(f.publish, in)
 	f.mu.Unlock()
@@ -69,7 +88,7 @@ func (f *fakes) Publish(ctx context.Context, in PublishInput) (Published, error)
 }
 
 func (f *fakes) Drive(ctx context.Context, in DriveInput) (DriveSummary, error) {
-	f.record(ActivityDrive)
+	f.record(ctx, ActivityDrive)
 	f.mu.Lock()
 	f.drives = append(f.drives, in)
 	f.mu.Unlock()
@@ -79,8 +98,8 @@ func (f *fakes) Drive(ctx context.Context, in DriveInput) (DriveSummary, error) 
 	return DriveSummary{Steps: 3, StreamedBytes: 120, OutputTokens: 40}, nil
 }
 
-func (f *fakes) ReadResult(_ context.Context, in ReadResultInput) (Outcome, error) {
-	f.record(ActivityReadResult)
+func (f *fakes) ReadResult(ctx context.Context, in ReadResultInput) (Outcome, error) {
+	f.record(ctx, ActivityReadResult)
 	f.mu.Lock()
 	f.reads = append(f.reads, in)
 	f.mu.Unlock()
@@ -93,7 +112,7 @@ func (f *fakes) ReadResult(_ context.Context, in ReadResultInput) (Outcome, erro
 }
 
 func (f *fakes) RunSDKChild(ctx context.Context, in SDKInput) (Outcome, error) {
-	f.record(ActivityRunSDKChild)
+	f.record(ctx, ActivityRunSDKChild)
 	f.mu.Lock()
 	f.sdks = append(f.sdks, in)
 	f.mu.Unlock()
@@ -107,11 +126,13 @@ func (f *fakes) RunSDKChild(ctx context.Context, in SDKInput) (Outcome, error) {
 // harness is one test workflow environment with the fakes registered, the search
 // attributes the workflow upserted, and the published update's answer.
 type harness struct {
-	env    *testsuite.TestWorkflowEnvironment
-	fakes  *fakes
-	mu     sync.Mutex
-	attrs  map[string]any
-	update *updateAnswer
+	env   *testsuite.TestWorkflowEnvironment
+	fakes *fakes
+	mu    sync.Mutex
+	attrs map[string]any
+	// upserts are the keys of each search attribute upsert, in order.
+	upserts [][]string
+	update  *updateAnswer
 }
 
 func newHarness(t *testing.T) *harness {
@@ -133,9 +154,13 @@ func newHarness(t *testing.T) *harness {
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		var keys []string
 		for k, v := range args.Get(0).(temporal.SearchAttributes).GetUntypedValues() {
 			h.attrs[k.GetName()] = v
+			keys = append(keys, k.GetName())
 		}
+		slices.Sort(keys)
+		h.upserts = append(h.upserts, keys)
 	}).Return(nil)
 	return h
 }
@@ -159,6 +184,18 @@ func (h *harness) run(t *testing.T, in StartInput) {
 	t.Helper()
 	h.env.ExecuteWorkflow(StartSubagent, in)
 	require.True(t, h.env.IsWorkflowCompleted())
+}
+
+// Upserts returns the keys of each search attribute upsert, in order.
+func (h *harness) Upserts() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.upserts
+}
+
+// earlierShape makes the run take the shape of runs recorded before versionLocalSteps.
+func (h *harness) earlierShape() {
+	h.env.OnGetVersion(localStepsChange, workflow.DefaultVersion, versionLocalSteps).Return(workflow.DefaultVersion)
 }
 
 func (h *harness) Attrs() map[string]any {

@@ -23,14 +23,31 @@ func shortOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: ShortTimeout,
 		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        10,
-			NonRetryableErrorTypes: rejectionTypes,
-		},
-		Summary: summary,
+		RetryPolicy:         shortRetry(),
+		Summary:             summary,
+	}
+}
+
+// localOptions are those of CreateRootSession, Publish and ReadResult run as local
+// activities: the timeout and retries of shortOptions. A local activity runs in the worker
+// that holds the workflow task, with no dispatch by the server, and is recorded as a marker
+// that carries the summary; the SDK retries it within the worker while the backoff is short
+// and with a workflow timer beyond that.
+func localOptions(summary string) workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{
+		StartToCloseTimeout: ShortTimeout,
+		RetryPolicy:         shortRetry(),
+		Summary:             summary,
+	}
+}
+
+func shortRetry() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        30 * time.Second,
+		MaximumAttempts:        10,
+		NonRetryableErrorTypes: rejectionTypes,
 	}
 }
 

@@ -61,7 +61,22 @@ type run struct {
 	settled   bool
 	published Published
 	rejection error
+	// local is set on runs of versionLocalSteps and later: see localStepsChange.
+	local bool
+	// attrs are search attribute updates held back to be upserted with the publication's.
+	attrs []temporal.SearchAttributeUpdate
 }
+
+// localStepsChange is the change id of the run's shape. Its version versionLocalSteps runs the
+// short steps (CreateRootSession, Publish, ReadResult) as local activities, in the workflow
+// task that schedules them, and upserts only search attributes the start options did not
+// set, the root's parent together with the publication's. DefaultVersion is the earlier shape:
+// every step an activity and an upsert of all start attributes first. GetVersion keeps every
+// run on the shape its history was recorded with.
+const (
+	localStepsChange  = "local-steps"
+	versionLocalSteps = 1
+)
 
 func (r *run) registerHandlers(ctx workflow.Context) error {
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePublished,
@@ -85,7 +100,8 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 
 func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	in := r.in
-	if err := r.upsert(ctx, startAttributes(in)...); err != nil {
+	r.local = workflow.GetVersion(ctx, localStepsChange, workflow.DefaultVersion, versionLocalSteps) >= versionLocalSteps
+	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
 		return r.fail(err)
 	}
 	if err := CheckStart(in.Provider, in.Request); err != nil {
@@ -118,10 +134,20 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 
 	r.status.Phase = PhasePublishing
+	pubCtx := ctx
+	if r.local {
+		// A local activity cancelled by the workflow's cancel resolves at once, without
+		// waiting for the attempt: a Publish that created the child after all would leave
+		// it behind unaborted. So it runs to its end, like an activity waiting for its
+		// cancellation, and a cancel that came before it starts nothing.
+		if ctx.Err() != nil {
+			return r.reject(ctx, temporal.NewCanceledError())
+		}
+		pubCtx, _ = workflow.NewDisconnectedContext(ctx)
+	}
 	var pub Published
-	pubCtx := workflow.WithActivityOptions(ctx, shortOptions(r.activitySummary("publish")))
-	err := workflow.ExecuteActivity(pubCtx, ActivityPublish,
-		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req}).Get(ctx, &pub)
+	err := r.step(pubCtx, ActivityPublish, r.activitySummary("publish"),
+		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req}, &pub)
 	if err != nil {
 		return r.reject(ctx, err)
 	}
@@ -146,10 +172,9 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	// abort and reads the partial output.
 	r.status.Phase = PhaseReading
 	readCtx, _ := workflow.NewDisconnectedContext(ctx)
-	readCtx = workflow.WithActivityOptions(readCtx, shortOptions(r.activitySummary("read result of")))
 	var out Outcome
-	err = workflow.ExecuteActivity(readCtx, ActivityReadResult,
-		ReadResultInput{ChildID: childID, Request: req, Cancelled: cancelled}).Get(readCtx, &out)
+	err = r.step(readCtx, ActivityReadResult, r.activitySummary("read result of"),
+		ReadResultInput{ChildID: childID, Request: req, Cancelled: cancelled}, &out)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -163,14 +188,18 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	if err := workflow.SideEffect(ctx, newID).Get(&id); err != nil {
 		return subagent.ParentRef{}, err
 	}
-	actx := workflow.WithActivityOptions(ctx, shortOptions("create root session for "+r.in.Provider+" child "+short(r.status.ChildID)))
 	var parent subagent.ParentRef
-	err := workflow.ExecuteActivity(actx, ActivityCreateRootSession,
-		CreateRootSessionInput{SessionID: id, Root: *r.in.Root}).Get(ctx, &parent)
+	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
+		CreateRootSessionInput{SessionID: id, Root: *r.in.Root}, &parent)
 	if err != nil {
 		return subagent.ParentRef{}, err
 	}
 	r.status.Parent = parent.SessionID
+	if r.local {
+		// Upserted with the publication, in the same workflow task: one visibility write.
+		r.attrs = append(r.attrs, AttrParent.ValueSet(parent.SessionID))
+		return parent, nil
+	}
 	if err := r.upsert(ctx, AttrParent.ValueSet(parent.SessionID)); err != nil {
 		return subagent.ParentRef{}, err
 	}
@@ -261,7 +290,8 @@ func (r *run) publish(ctx workflow.Context, childID string, pub Published) error
 	pub.ChildID = childID
 	r.status.ChildID = childID
 	r.status.Depth = pub.Depth
-	attrs := []temporal.SearchAttributeUpdate{AttrChild.ValueSet(childID), AttrDepth.ValueSet(pub.Depth)}
+	attrs := append(r.attrs, AttrChild.ValueSet(childID), AttrDepth.ValueSet(pub.Depth))
+	r.attrs = nil
 	if model(r.in) == "" && pub.Model != "" {
 		attrs = append(attrs, AttrModel.ValueSet(pub.Model))
 	}
@@ -344,9 +374,23 @@ func newID(workflow.Context) any { return uuid.NewString() }
 // startAttributes are the search attributes known before anything runs.
 func startAttributes(in StartInput) []temporal.SearchAttributeUpdate {
 	var attrs []temporal.SearchAttributeUpdate
+	for _, a := range startAttrs(in) {
+		attrs = append(attrs, a.update)
+	}
+	return attrs
+}
+
+// startAttr is one search attribute known before anything runs.
+type startAttr struct {
+	key    temporal.SearchAttributeKey
+	update temporal.SearchAttributeUpdate
+}
+
+func startAttrs(in StartInput) []startAttr {
+	var attrs []startAttr
 	keyword := func(key temporal.SearchAttributeKeyKeyword, v string) {
 		if v != "" {
-			attrs = append(attrs, key.ValueSet(v))
+			attrs = append(attrs, startAttr{key, key.ValueSet(v)})
 		}
 	}
 	keyword(AttrProvider, in.Provider)
@@ -354,9 +398,39 @@ func startAttributes(in StartInput) []temporal.SearchAttributeUpdate {
 	keyword(AttrParent, in.Request.Parent.SessionID)
 	keyword(AttrBatch, in.Batch)
 	if in.Request.Label != "" {
-		attrs = append(attrs, AttrLabel.ValueSet(in.Request.Label))
+		attrs = append(attrs, startAttr{AttrLabel, AttrLabel.ValueSet(in.Request.Label)})
 	}
 	return attrs
+}
+
+// startUpserts are the start attributes the run upserts first: all of them on the earlier
+// shape; on the local shape only those its start options did not set (Start, Batch and
+// nested runs set them all, a run started by hand may set none), which is usually none.
+func (r *run) startUpserts(ctx workflow.Context) []temporal.SearchAttributeUpdate {
+	if !r.local {
+		return startAttributes(r.in)
+	}
+	have := workflow.GetTypedSearchAttributes(ctx)
+	var attrs []temporal.SearchAttributeUpdate
+	for _, a := range startAttrs(r.in) {
+		if !have.ContainsKey(a.key) {
+			attrs = append(attrs, a.update)
+		}
+	}
+	return attrs
+}
+
+// step runs one short step — CreateRootSession, Publish or ReadResult — and stores its result
+// in out: a local activity on the local shape, an activity otherwise. Either way it has the
+// timeout and retries of shortOptions and its summary is the step's line in the UI timeline
+// (a local activity's marker carries it).
+func (r *run) step(ctx workflow.Context, activity, summary string, in, out any) error {
+	if r.local {
+		lctx := workflow.WithLocalActivityOptions(ctx, localOptions(summary))
+		return workflow.ExecuteLocalActivity(lctx, activity, in).Get(ctx, out)
+	}
+	actx := workflow.WithActivityOptions(ctx, shortOptions(summary))
+	return workflow.ExecuteActivity(actx, activity, in).Get(ctx, out)
 }
 
 func (r *run) upsert(ctx workflow.Context, attrs ...temporal.SearchAttributeUpdate) error {

@@ -34,6 +34,7 @@ func TestInProcessRunCompletes(t *testing.T) {
 	assert.NotEmpty(t, pub.RunID, "the update answers with the workflow run id")
 
 	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
+	assert.Equal(t, []string{ActivityPublish, ActivityReadResult}, h.fakes.Local(), "the short steps run as local activities")
 	assert.Equal(t, PublishInput{Provider: ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
 	assert.Equal(t, DriveInput{Provider: ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
 	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
@@ -79,6 +80,7 @@ func TestRootSessionIsCreatedWithoutParent(t *testing.T) {
 
 	require.NoError(t, h.env.GetWorkflowError())
 	assert.Equal(t, []string{ActivityCreateRootSession, ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
+	assert.Equal(t, []string{ActivityCreateRootSession, ActivityPublish, ActivityReadResult}, h.fakes.Local())
 	root := h.fakes.roots[0]
 	assert.Equal(t, *in.Root, root.Root)
 	_, err := uuid.Parse(root.SessionID)
@@ -200,6 +202,8 @@ func TestCancelDuringDriveEndsCanceledWithAbortedOutcome(t *testing.T) {
 
 func TestCancelBeforePublishCreatesNoChild(t *testing.T) {
 	h := newHarness(t)
+	// Only an activity's Publish sees the cancel; a local one runs to its end (below).
+	h.earlierShape()
 	publishing := make(chan struct{})
 	park := blockUntilCancelled(t)
 	h.fakes.onPublish = func(ctx context.Context, _ PublishInput) (Published, error) {
@@ -219,6 +223,108 @@ func TestCancelBeforePublishCreatesNoChild(t *testing.T) {
 	assert.EqualError(t, err, "subagent run was cancelled before it was published")
 	assert.Equal(t, []string{ActivityPublish}, h.fakes.Calls())
 	assert.NotContains(t, h.Attrs(), "SubagentChild")
+}
+
+func TestCancelDuringLocalPublishAbortsThePublishedChild(t *testing.T) {
+	h := newHarness(t)
+	publishing, cancelled := make(chan struct{}), make(chan struct{})
+	h.fakes.onPublish = func(ctx context.Context, in PublishInput) (Published, error) {
+		close(publishing)
+		closed(cancelled)
+		require.NoError(t, ctx.Err(), "a local Publish is not interrupted by the cancel")
+		return Published{ChildID: in.ChildID, Depth: 2}, nil
+	}
+	u := h.sendUpdate()
+	h.whenClosed(publishing, func() {
+		h.env.CancelWorkflow()
+		close(cancelled)
+	})
+	h.run(t, spawnInput())
+
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	var out Outcome
+	require.NoError(t, canceled.Details(&out))
+	assert.Equal(t, subagent.StopAborted, out.Result.StopReason)
+	assert.Equal(t, []string{ActivityPublish, ActivityReadResult}, h.fakes.Calls(), "no drive, the result is read")
+	assert.True(t, h.fakes.reads[0].Cancelled, "the published child is aborted")
+	pub, err := u.get(t)
+	require.NoError(t, err, "the child was published")
+	assert.Equal(t, "child-1", pub.ChildID)
+}
+
+func TestCancelDuringLocalRootCreationCreatesNoChild(t *testing.T) {
+	h := newHarness(t)
+	creating := make(chan struct{})
+	park := blockUntilCancelled(t)
+	h.fakes.onRoot = func(ctx context.Context) error {
+		close(creating)
+		park(ctx)
+		return ctx.Err()
+	}
+	u := h.sendUpdate()
+	h.whenClosed(creating, h.env.CancelWorkflow)
+	in := spawnInput()
+	in.Request.Parent = subagent.ParentRef{}
+	in.Root = &RootSession{Cwd: "/work/repo"}
+	h.run(t, in)
+
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	assert.False(t, canceled.HasDetails(), "no child, no outcome")
+	_, err := u.get(t)
+	assert.EqualError(t, err, "subagent run was cancelled before it was published")
+	assert.Equal(t, []string{ActivityCreateRootSession}, h.fakes.Calls())
+}
+
+func TestStartAttributesAreNotUpsertedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		onStart bool
+		want    [][]string
+	}{
+		{"set by the start options", true, [][]string{
+			{"SubagentChild", "SubagentDepth", "SubagentParent"},
+			{"SubagentStopReason"},
+		}},
+		{"started without them", false, [][]string{
+			{"SubagentLabel", "SubagentProvider"},
+			{"SubagentChild", "SubagentDepth", "SubagentParent"},
+			{"SubagentStopReason"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.sendUpdate()
+			in := spawnInput()
+			in.Request.Parent = subagent.ParentRef{}
+			in.Request.AgentOptions = session.Route{}
+			in.Batch = ""
+			in.Root = &RootSession{Cwd: "/work/repo"}
+			if tc.onStart {
+				h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(startAttributes(in)...))
+			}
+			h.run(t, in)
+
+			require.NoError(t, h.env.GetWorkflowError())
+			assert.Equal(t, tc.want, h.Upserts(), "one upsert at publication (the root parent with it), one at the end")
+		})
+	}
+}
+
+func TestEarlierShapeRunsActivitiesAndUpsertsAtStart(t *testing.T) {
+	h := newHarness(t)
+	h.earlierShape()
+	h.sendUpdate()
+	in := spawnInput()
+	h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(startAttributes(in)...))
+	h.run(t, in)
+
+	require.NoError(t, h.env.GetWorkflowError())
+	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
+	assert.Empty(t, h.fakes.Local())
+	assert.Equal(t, []string{"SubagentBatch", "SubagentLabel", "SubagentModel", "SubagentParent", "SubagentProvider"},
+		h.Upserts()[0], "the start attributes again")
 }
 
 func TestStatusQueryDuringDrive(t *testing.T) {

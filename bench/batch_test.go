@@ -29,6 +29,10 @@ const (
 	benchConcurrency = 50
 )
 
+// externalServerEnv names a frontend address (host:port, namespace "default") to measure
+// instead of the embedded server.
+const externalServerEnv = "SUBFLOW_BENCH_TEMPORAL_ADDRESS"
+
 var env struct {
 	c   client.Client
 	tmp string
@@ -51,14 +55,23 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	env.tmp = tmp
-	srv, err := devserver.Start(ctx, devserver.Options{UIPort: devserver.NoUI, LogLevel: "error"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench: start server:", err)
-		return 1
+	if addr := os.Getenv(externalServerEnv); addr != "" {
+		// Another server, e.g. the stock CLI dev server of bench/cli-devserver.sh, with
+		// the search attributes of workflows.SearchAttributes registered.
+		env.addr, env.namespace = addr, "default"
+		env.c, err = client.Dial(client.Options{HostPort: addr, Namespace: env.namespace})
+	} else {
+		var srv *devserver.Server
+		srv, err = devserver.Start(ctx, devserver.Options{UIPort: devserver.NoUI, LogLevel: "error"})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: start server:", err)
+			return 1
+		}
+		defer srv.Stop()
+		env.addr, env.namespace = srv.FrontendAddr(), srv.Namespace()
+		env.c, err = srv.NewClient(ctx)
 	}
-	defer srv.Stop()
-	env.addr, env.namespace = srv.FrontendAddr(), srv.Namespace()
-	if env.c, err = srv.NewClient(ctx); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: client:", err)
 		return 1
 	}

@@ -104,7 +104,9 @@ page aborted-list "$(list aborted)" "" "$cancel_id"
 refute aborted-list "$(field completed workflowId)" "$(field sdk workflowId)"
 
 wid=$(field completed workflowId); rid=$(field completed runId); child=$(field completed childId)
-page run "$ns/workflows/$wid/$rid/timeline" ui-run "Publish" "Drive" "ReadResult"
+# Publish and ReadResult are local activities (markers in history): the timeline shows each
+# step as its own row with its summary.
+page run "$ns/workflows/$wid/$rid/timeline" ui-run "publish spawn child" "drive spawn child" "read result of spawn child"
 page metadata "$ns/workflows/$wid/$rid/user-metadata" ui-summary \
   "spawn child of a new root session: ui: completed" "Summarize the workspace."
 page attributes "$ns/workflows/$wid/$rid/search-attributes" ui-search-attributes \

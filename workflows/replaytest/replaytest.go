@@ -10,7 +10,7 @@
 //	err := replaytest.WriteFile(ctx, c, workflowID, "", "workflows/testdata/<name>.json")
 //
 // Both write the JSON form the replayer reads. ReplayHistories then replays every
-// testdata/*.json file against the current code.
+// testdata/*.json and testdata/*/*.json file against the current code.
 package replaytest
 
 import (
@@ -59,20 +59,28 @@ func WriteFile(ctx context.Context, c client.Client, workflowID, runID, path str
 	return nil
 }
 
-// ReplayHistories replays every dir/*.json history against workflowFns (registered under
-// their function names), each in its own subtest. It skips the test when dir holds no
-// history.
+// ReplayHistories replays every dir/*.json and dir/*/*.json history against workflowFns
+// (registered under their function names), each in its own subtest named by its path under
+// dir. It skips the test when dir holds no history.
 func ReplayHistories(t *testing.T, dir string, workflowFns ...any) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil {
-		t.Fatalf("replaytest: list %s: %v", dir, err)
+	var files []string
+	for _, pattern := range []string{"*.json", filepath.Join("*", "*.json")} {
+		found, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			t.Fatalf("replaytest: list %s: %v", dir, err)
+		}
+		files = append(files, found...)
 	}
 	if len(files) == 0 {
 		t.Skipf("no recorded histories in %s", dir)
 	}
 	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
+		name, err := filepath.Rel(dir, file)
+		if err != nil {
+			name = filepath.Base(file)
+		}
+		t.Run(name, func(t *testing.T) {
 			replayer := worker.NewWorkflowReplayer()
 			for _, fn := range workflowFns {
 				replayer.RegisterWorkflow(fn)

@@ -36,24 +36,45 @@ fi
 
 # A port the kernel gives out now; the server binds it a moment later.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-port=$(free_port)
 
-# The search attributes of workflows.SearchAttributes (devserver registers the same).
-"$temporal" server start-dev --headless --ip 127.0.0.1 --port "$port" \
-	--http-port "$(free_port)" --metrics-port "$(free_port)" --log-level error \
-	--search-attribute SubagentProvider=Keyword --search-attribute SubagentModel=Keyword \
-	--search-attribute SubagentParent=Keyword --search-attribute SubagentChild=Keyword \
-	--search-attribute SubagentStopReason=Keyword --search-attribute SubagentBatch=Keyword \
-	--search-attribute SubagentDepth=Int --search-attribute SubagentLabel=Text \
-	>"$tmp/server.log" 2>&1 &
-server_pid=$!
+# start_server starts the server and waits until it is healthy. The CLI also picks the ports of
+# its history, matching and worker services just before binding them, and exits when another
+# process took one meanwhile (a busy machine), so a failed start is tried again.
+start_server() {
+	port=$(free_port)
+	# The search attributes of workflows.SearchAttributes (devserver registers the same).
+	"$temporal" server start-dev --headless --ip 127.0.0.1 --port "$port" \
+		--http-port "$(free_port)" --metrics-port "$(free_port)" --log-level error \
+		--search-attribute SubagentProvider=Keyword --search-attribute SubagentModel=Keyword \
+		--search-attribute SubagentParent=Keyword --search-attribute SubagentChild=Keyword \
+		--search-attribute SubagentStopReason=Keyword --search-attribute SubagentBatch=Keyword \
+		--search-attribute SubagentDepth=Int --search-attribute SubagentLabel=Text \
+		>"$tmp/server.log" 2>&1 &
+	server_pid=$!
+	for _ in $(seq 1 120); do
+		"$temporal" operator cluster health --address "127.0.0.1:$port" >/dev/null 2>&1 && return 0
+		if ! kill -0 "$server_pid" 2>/dev/null; then
+			wait "$server_pid" 2>/dev/null || true
+			server_pid=
+			return 1
+		fi
+		sleep 0.5
+	done
+	kill "$server_pid" 2>/dev/null || true
+	wait "$server_pid" 2>/dev/null || true
+	server_pid=
+	return 1
+}
 
-for _ in $(seq 1 120); do
-	"$temporal" operator cluster health --address "127.0.0.1:$port" >/dev/null 2>&1 && break
-	kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/server.log" >&2; log "the server exited"; exit 1; }
-	sleep 0.5
+started=
+for attempt in 1 2 3; do
+	if start_server; then
+		started=1
+		break
+	fi
+	log "start $attempt failed: $(grep -m 1 -i error "$tmp/server.log" || true)"
 done
-"$temporal" operator cluster health --address "127.0.0.1:$port" >/dev/null || { log "the server did not come up"; exit 1; }
+[ -n "$started" ] || { cat "$tmp/server.log" >&2; log "the server did not come up"; exit 1; }
 log "temporal server start-dev ($("$temporal" --version | head -n 1)) on 127.0.0.1:$port"
 
 args=("$@")

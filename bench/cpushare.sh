@@ -17,11 +17,12 @@ groups=(
 	"temporal-sdk=^go\.temporal\.io/sdk"
 	"sqlite=^modernc\.org/"
 	"grpc-protobuf=^(google\.golang\.org/|github\.com/gogo/)"
+	"go-sql=^(database/sql|github\.com/jmoiron/sqlx)"
 	"runtime=^(runtime|internal/|sync|syscall)"
 )
 
 echo "flat share by package prefix:"
-go tool pprof -top -nodecount=1000000 "$profile" 2>/dev/null | awk -v specs="${groups[*]}" '
+go tool pprof -top -nodecount=1000000 -nodefraction=0 "$profile" 2>/dev/null | awk -v specs="${groups[*]}" '
 	BEGIN { n = split(specs, s, " "); for (i = 1; i <= n; i++) { split(s[i], kv, "="); name[i] = kv[1]; re[i] = kv[2] } }
 	$1 ~ /^[0-9.]+(ms|s|us|ns|min|h)$/ && $2 ~ /%$/ {
 		pct = $2; sub(/%/, "", pct); fn = $6

@@ -104,9 +104,10 @@ page aborted-list "$(list aborted)" "" "$cancel_id"
 refute aborted-list "$(field completed workflowId)" "$(field sdk workflowId)"
 
 wid=$(field completed workflowId); rid=$(field completed runId); child=$(field completed childId)
-# Publish and ReadResult are local activities (markers in history): the timeline shows each
-# step as its own row with its summary.
-page run "$ns/workflows/$wid/$rid/timeline" ui-run "publish spawn child" "drive spawn child" "read result of spawn child"
+# CreateRootSession, Publish and ReadResult are local activities (markers in history): the
+# timeline shows each as its own row named by its activity type, without the summary the
+# marker carries (Web UI 2.55); the Drive activity's row shows its summary.
+page run "$ns/workflows/$wid/$rid/timeline" ui-run "CreateRootSession" "Publish" "drive spawn child" "ReadResult"
 page metadata "$ns/workflows/$wid/$rid/user-metadata" ui-summary \
   "spawn child of a new root session: ui: completed" "Summarize the workspace."
 page attributes "$ns/workflows/$wid/$rid/search-attributes" ui-search-attributes \

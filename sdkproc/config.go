@@ -46,8 +46,13 @@ type Config struct {
 	Provider  string `json:"provider,omitempty"`
 	Model     string `json:"model,omitempty"`
 	MaxTokens int64  `json:"maxTokens,omitempty"`
-	// Env is set in the child on top of the scrubbed worker environment (SPEC R-53).
+	// Env is set in the child on top of the allowlisted worker environment (SPEC R-53), as it
+	// is: the place for the provider keys the route needs.
 	Env map[string]string `json:"env,omitempty"`
+	// ChildEnv names worker environment variables the child gets besides the built-in
+	// allowlist (SPEC R-53). A name upstream's denylist drops (containing KEY, PASSWORD,
+	// SECRET or TOKEN, or starting with DSH_) is still dropped: such a value goes in Env.
+	ChildEnv []string `json:"childEnv,omitempty"`
 	// ShutdownTimeoutMs bounds the shutdown request of Dispose; default 1000.
 	ShutdownTimeoutMs float64 `json:"shutdownTimeoutMs,omitempty"`
 	// DisposeEOFGraceMs is how long Dispose waits for an exit after closing stdin; default 6000.
@@ -158,6 +163,9 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if c.MaxTokens < 0 || c.MaxTokens > session.MaxSafeInteger {
 		return resolved{}, errMaxTokens
+	}
+	if err := checkEnvNames(c.ChildEnv); err != nil {
+		return resolved{}, err
 	}
 	for _, f := range []struct {
 		name string

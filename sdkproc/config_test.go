@@ -2,6 +2,7 @@ package sdkproc
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -101,4 +102,25 @@ func TestConfigValidateGo(t *testing.T) {
 	assert.EqualError(t, bad.Validate(), "subagent-dsh-sdk: shutdownTimeoutMs must be a positive finite number")
 	_, err := New(Config{}, Options{})
 	assert.EqualError(t, err, "subagent-dsh-sdk: command is required (the child runtime executable)")
+}
+
+func TestChildEnvNamesValidated(t *testing.T) {
+	for _, name := range []string{"", "A=B"} {
+		err := Config{Command: "x", ChildEnv: []string{name}}.Validate()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), fmt.Sprintf("childEnv name %q", name))
+	}
+}
+
+func TestStripUserinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://u:p@proxy:3128":            "http://proxy:3128",
+		"http://u:p@proxy:3128/path?q=a@b": "http://proxy:3128/path?q=a@b",
+		"u:p@proxy:3128":                   "proxy:3128",
+		"socks5://proxy":                   "socks5://proxy",
+		"localhost,a@b.internal":           "localhost,b.internal",
+		"http://us%40er:p@ss@proxy":        "http://proxy",
+	} {
+		assert.Equal(t, want, stripUserinfo(in), in)
+	}
 }

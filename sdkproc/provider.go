@@ -113,7 +113,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 		command:      p.cfg.Command,
 		args:         p.cfg.Args,
 		dir:          cwd,
-		env:          subagent.ScrubEnv(os.Environ(), "DSH_", p.cfg.Env),
+		env:          childEnv(os.Environ(), p.cfg.ChildEnv, p.cfg.Env),
 		maxFrameSize: p.opts.MaxFrameSize,
 		log:          log,
 		onNotify:     r.events.push,

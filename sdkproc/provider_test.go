@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,22 +65,70 @@ func TestHandshakeOmitsMaxTokensWhenUnset(t *testing.T) {
 	assert.Equal(t, "deepseek-v4-flash", rep.Initialize[0]["model"])
 }
 
-func TestChildEnvironmentIsScrubbed(t *testing.T) {
+func TestChildEnvironmentIsAllowlisted(t *testing.T) {
 	t.Setenv("MY_API_KEY", "ambient-secret")
 	t.Setenv("DSH_X", "ambient-dsh")
-	t.Setenv("SDKPROC_TEST_PASSWORD_HINT", "ambient")
-	t.Setenv("SDKPROC_TEST_PLAIN", "kept")
+	t.Setenv("SDKPROC_TEST_PLAIN", "not on the allowlist")
+	t.Setenv("SDKPROC_TEST_ADDED", "added by the operator")
+	t.Setenv("SDKPROC_TEST_ADDED_TOKEN", "added but denied")
+	t.Setenv("LC_TIME", "C")
+	t.Setenv("http_proxy", "proxy.local:8080")
 	cfg := badConfig("echo")
+	cfg.ChildEnv = []string{"SDKPROC_TEST_ADDED", "SDKPROC_TEST_ADDED_TOKEN"}
 	cfg.Env = map[string]string{"DEEPSEEK_API_KEY": "explicit", "DSH_CONFIG": "explicit-dsh"}
 	rep := echoRun(t, cfg, request(t, "hi"))
 
 	assert.NotContains(t, rep.Env, "MY_API_KEY")
 	assert.NotContains(t, rep.Env, "DSH_X")
-	assert.NotContains(t, rep.Env, "SDKPROC_TEST_PASSWORD_HINT")
-	assert.Equal(t, "kept", rep.Env["SDKPROC_TEST_PLAIN"])
+	assert.NotContains(t, rep.Env, "SDKPROC_TEST_PLAIN")
+	assert.NotContains(t, rep.Env, "SDKPROC_TEST_ADDED_TOKEN", "the denylist applies to operator names too")
+	assert.Equal(t, "added by the operator", rep.Env["SDKPROC_TEST_ADDED"])
+	assert.Equal(t, "C", rep.Env["LC_TIME"])
+	assert.Equal(t, "proxy.local:8080", rep.Env["http_proxy"])
 	assert.Equal(t, os.Getenv("PATH"), rep.Env["PATH"])
-	assert.Equal(t, "explicit", rep.Env["DEEPSEEK_API_KEY"], "config env is set on top, unscrubbed")
+	assert.Equal(t, "explicit", rep.Env["DEEPSEEK_API_KEY"], "config env is set on top, unfiltered")
 	assert.Equal(t, "explicit-dsh", rep.Env["DSH_CONFIG"])
+}
+
+// TestChildEnvironmentCanaries reads the environment of a real runtime child from
+// /proc/<pid>/environ: none of the worker's credentials in disguise reaches it.
+func TestChildEnvironmentCanaries(t *testing.T) {
+	canaries := map[string]string{
+		"SUBFLOW_SESSION_STORE":          "postgres://u:pw@h/db",
+		"DATABASE_URL":                   "postgres://u:pw@h/db",
+		"FOO_DSN":                        "u:pw@tcp(h)/db",
+		"PGPASSWORD":                     "pw",
+		"PGPASSFILE":                     "/home/u/.pgpass",
+		"GOOGLE_APPLICATION_CREDENTIALS": "/secrets/gcp.json",
+		"SSH_AUTH_SOCK":                  "/tmp/ssh-agent.sock",
+		"AWS_SECRET_ACCESS_KEY":          "aws",
+	}
+	for k, v := range canaries {
+		t.Setenv(k, v)
+	}
+	t.Setenv("HTTPS_PROXY", "http://u:p@proxy:3128")
+	t.Setenv("no_proxy", "localhost,.internal")
+	cfg := Config{Command: agentBin, Provider: "scripted", Env: map[string]string{"DEEPSEEK_API_KEY": "explicit-key"}}
+	h := newHarness(t, cfg, Options{})
+	r := h.start(t, request(t, "hi"))
+
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", r.PID()))
+	require.NoError(t, err)
+	env := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00") {
+		name, value, _ := strings.Cut(kv, "=")
+		env[name] = value
+	}
+	for k := range canaries {
+		assert.NotContains(t, env, k)
+	}
+	for name, value := range env {
+		assert.NotContains(t, value, "pw", "variable %s", name)
+	}
+	assert.Equal(t, "http://proxy:3128", env["HTTPS_PROXY"], "proxy credentials are removed")
+	assert.Equal(t, "localhost,.internal", env["no_proxy"])
+	assert.Equal(t, "explicit-key", env["DEEPSEEK_API_KEY"], "an explicit provider key reaches the child")
+	assert.Equal(t, os.Getenv("PATH"), env["PATH"])
 }
 
 func TestChildCwd(t *testing.T) {

@@ -8,8 +8,7 @@
 // (InProcessStopReason, SDKStopReason), the descriptor event payload, the tool-facing
 // renderings (ToolError, RenderResult), the maxDepth setting of the subagent tool
 // (MaxDepthSetting), the accepted JSON schema subset for structured output (CheckSchema,
-// CompileSchema, ValidateValue), the working-directory rules (ResolveCwd) and environment
-// scrubbing for child processes (ScrubEnv).
+// CompileSchema, ValidateValue) and the working-directory rules (ResolveCwd).
 //
 // Every start-check failure is a *ValidationError whose Error() is the exact user-visible
 // message and whose Rule is a short stable kebab-case name; a depth overflow past maxDepth is

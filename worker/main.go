@@ -3,7 +3,7 @@
 // suspended, unfinished, for another worker to resume; sdk children are disposed.
 //
 //	worker [--task-queue subflow] [--session-root DIR] [--presets FILE]
-//	       [--sdk-command CMD [--sdk-arg ARG]...] [--log-level info]
+//	       [--sdk-command CMD [--sdk-arg ARG]...] [--child-env NAME]... [--log-level info]
 //	       [--metrics-addr 127.0.0.1:9090]
 //	worker child-runtime [--config FILE]
 //
@@ -35,17 +35,19 @@ func main() {
 
 func run() int {
 	var opts app.Options
-	var sdkArgs stringList
+	var sdkArgs, childEnv stringList
 	flag.StringVar(&opts.TaskQueue, "task-queue", workflows.TaskQueue, "Temporal task queue to serve")
 	flag.StringVar(&opts.SessionRoot, "session-root", "",
 		"session directory (default $"+app.EnvSessionRoot+", else ~/.local/share/subflow/sessions)")
 	flag.StringVar(&opts.PresetsFile, "presets", "", "JSON presets file")
 	flag.StringVar(&opts.SDKCommand, "sdk-command", "", "sdk child command (default: this executable "+app.ChildRuntimeArg+")")
 	flag.Var(&sdkArgs, "sdk-arg", "argument of the sdk child command (repeatable)")
+	flag.Var(&childEnv, "child-env", "pass the environment variable `NAME` to sdk children besides the built-in allowlist (repeatable)")
 	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	flag.Parse()
 	opts.SDKArgs = sdkArgs
+	opts.ChildEnv = childEnv
 
 	logger, err := app.NewLogger(*level)
 	if err != nil {

@@ -66,6 +66,9 @@ type Options struct {
 	// executable with ChildRuntimeArg (and --config PresetsFile), see DefaultSDKCommand.
 	SDKCommand string
 	SDKArgs    []string
+	// ChildEnv names worker environment variables sdk children get besides the built-in
+	// allowlist (sdkproc.Config.ChildEnv, docs/sdk-children.md).
+	ChildEnv []string
 	// StopTimeout is how long Stop lets running activities wind down (worker.Options
 	// WorkerStopTimeout); 0 means DefaultStopTimeout.
 	StopTimeout time.Duration
@@ -124,14 +127,14 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	return w, closeStore, nil
 }
 
-// modelKeys are the model adapters' key variables. The sdk child's environment is scrubbed of
-// every *KEY* variable (SPEC R-53), so the worker hands these over explicitly.
-var modelKeys = []string{"DEEPSEEK_API_KEY", "OPENAI_API_KEY"}
+// modelEnv are the model adapters' variables. The sdk child's environment is an allowlist
+// that drops every *KEY* variable (SPEC R-53), so the worker hands these over explicitly.
+var modelEnv = []string{"DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
 
 // sdkConfig is the sdk provider's configuration.
 func sdkConfig(opts Options) sdkproc.Config {
-	cfg := sdkproc.Config{Command: opts.SDKCommand, Args: opts.SDKArgs}
-	for _, name := range modelKeys {
+	cfg := sdkproc.Config{Command: opts.SDKCommand, Args: opts.SDKArgs, ChildEnv: opts.ChildEnv}
+	for _, name := range modelEnv {
 		if v, ok := os.LookupEnv(name); ok {
 			if cfg.Env == nil {
 				cfg.Env = map[string]string{}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -66,7 +68,7 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 	if args.Path == "" {
 		args.Path = "."
 	}
-	w, err := openWorkspace("grep", env)
+	w, err := openWorkspace(ctx, "grep", env)
 	if err != nil {
 		return Result{}, err
 	}
@@ -90,7 +92,7 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 			return err
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" && p != rel {
+			if d.Name() == ".git" && p != rel || w.isProtected(filepath.Join(w.real, p)) {
 				return fs.SkipDir
 			}
 			return nil
@@ -106,7 +108,7 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 		if info, err := d.Info(); err != nil || info.Size() > GrepMaxFileBytes {
 			return nil
 		}
-		data, err := fs.ReadFile(fsys, p)
+		data, err := w.readRegular(p)
 		if err != nil || len(data) == 0 || bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
 			return nil
 		}
@@ -137,6 +139,17 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 		out += fmt.Sprintf("\n[truncated: showing the first %d matches; narrow the pattern, path or glob]", GrepMaxMatches)
 	}
 	return TextResult(out), nil
+}
+
+// readRegular reads the regular file at rel (a path of the walk), at most GrepMaxFileBytes of
+// it; anything else is an error, never a blocking read.
+func (w *workspace) readRegular(rel string) ([]byte, error) {
+	f, err := w.openRegular(rel, rel, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, GrepMaxFileBytes))
 }
 
 // clip cuts line to GrepMaxLineBytes on a UTF-8 boundary.

@@ -3,9 +3,14 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // ListDirMaxEntries caps the entries list_dir returns.
@@ -31,7 +36,7 @@ type listDirArgs struct {
 	Path string `json:"path"`
 }
 
-func listDir(_ context.Context, env Env, call Call) (Result, error) {
+func listDir(ctx context.Context, env Env, call Call) (Result, error) {
 	var args listDirArgs
 	if err := decodeInput(call, &args); err != nil {
 		return Result{}, err
@@ -39,7 +44,7 @@ func listDir(_ context.Context, env Env, call Call) (Result, error) {
 	if args.Path == "" {
 		args.Path = "."
 	}
-	w, err := openWorkspace("list_dir", env)
+	w, err := openWorkspace(ctx, "list_dir", env)
 	if err != nil {
 		return Result{}, err
 	}
@@ -48,21 +53,32 @@ func listDir(_ context.Context, env Env, call Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	f, err := w.root.Open(rel)
-	if err != nil {
-		return Result{}, w.fsErr(args.Path, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
+	// Checked before the open: opening a FIFO blocks until a writer comes.
+	info, err := w.root.Lstat(rel)
 	if err != nil {
 		return Result{}, w.fsErr(args.Path, err)
 	}
 	if !info.IsDir() {
 		return Result{}, w.pathErr(args.Path, "is not a directory; use read_file")
 	}
-	entries, err := f.ReadDir(-1)
+	f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Result{}, w.fsErr(args.Path, err)
+	}
+	defer f.Close()
+	var entries []fs.DirEntry
+	for {
+		if err := ctx.Err(); err != nil {
+			return Result{}, w.pathErr(args.Path, err.Error())
+		}
+		batch, err := f.ReadDir(1024)
+		entries = append(entries, batch...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return Result{}, w.fsErr(args.Path, err)
+		}
 	}
 	if len(entries) == 0 {
 		return TextResult("(empty directory)"), nil

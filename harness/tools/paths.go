@@ -1,25 +1,40 @@
 package tools
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+)
+
+// Limits of a model-supplied path, checked before the path touches the file system: resolving
+// costs a system call per component, so an unbounded path could occupy a tool call for
+// seconds.
+const (
+	MaxPathBytes = 4096 // Linux's PATH_MAX
+	MaxPathParts = 256  // components of the path as given
 )
 
 // workspace is one file tool call's view of Env.Cwd. Paths are checked by resolve, which gives
 // the model a clear reason for every rejection; the I/O then goes through an os.Root, so a
 // symlink swapped in between the check and the use still cannot lead outside the cwd.
 type workspace struct {
-	tool string
-	cwd  string // Env.Cwd, cleaned
-	real string // cwd with every symlink resolved
-	root *os.Root
+	ctx       context.Context
+	tool      string
+	cwd       string   // Env.Cwd, cleaned
+	real      string   // cwd with every symlink resolved
+	protected []string // Env.Protected, symlinks resolved where they exist
+	root      *os.Root
 }
 
-func openWorkspace(tool string, env Env) (*workspace, error) {
+func openWorkspace(ctx context.Context, tool string, env Env) (*workspace, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
 	if !filepath.IsAbs(env.Cwd) {
 		return nil, fmt.Errorf("%s: working directory %q is not an absolute path", tool, env.Cwd)
 	}
@@ -32,7 +47,14 @@ func openWorkspace(tool string, env Env) (*workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: working directory %q: %w", tool, cwd, unwrapPathError(err))
 	}
-	return &workspace{tool: tool, cwd: cwd, real: real, root: root}, nil
+	w := &workspace{ctx: ctx, tool: tool, cwd: cwd, real: real, root: root}
+	for _, p := range env.Protected {
+		if rp, err := filepath.EvalSymlinks(p); err == nil {
+			w.protected = append(w.protected, rp)
+		}
+		w.protected = append(w.protected, filepath.Clean(p))
+	}
+	return w, nil
 }
 
 func (w *workspace) Close() error { return w.root.Close() }
@@ -43,6 +65,15 @@ func (w *workspace) Close() error { return w.root.Close() }
 // on the longest existing prefix, so a file not yet created under a symlinked directory that
 // points outside is caught too.
 func (w *workspace) resolve(p string) (string, error) {
+	if len(p) > MaxPathBytes {
+		return "", w.pathErr(clipPath(p), fmt.Sprintf("path is longer than %d bytes", MaxPathBytes))
+	}
+	if n := strings.Count(p, "/") + 1; n > MaxPathParts {
+		return "", w.pathErr(clipPath(p), fmt.Sprintf("path has %d components, more than %d", n, MaxPathParts))
+	}
+	if err := w.ctx.Err(); err != nil {
+		return "", w.pathErr(p, err.Error())
+	}
 	if filepath.IsAbs(p) {
 		return "", w.pathErr(p, "absolute paths are not allowed; use a path relative to the working directory")
 	}
@@ -67,7 +98,77 @@ func (w *workspace) resolve(p string) (string, error) {
 	if err != nil || escapes(rel) {
 		return "", w.pathErr(p, fmt.Sprintf("path resolves outside the working directory (to %s) through a symlink", real))
 	}
+	if w.isProtected(real) {
+		return "", w.pathErr(p, "is inside a session store, which the file tools cannot access")
+	}
 	return rel, nil
+}
+
+// isProtected reports whether the absolute, symlink-free path real is one of Env.Protected or
+// lies under one.
+func (w *workspace) isProtected(real string) bool {
+	for _, p := range w.protected {
+		if rel, err := filepath.Rel(p, real); err == nil && !escapes(rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// openRegular opens rel (from resolve) for flag, refusing anything but a regular file — a
+// FIFO or device could block the call past its cancel, or never end. The type is checked
+// before the open and again on the opened file, which is opened non-blocking so that a FIFO
+// swapped in between cannot block the open either.
+func (w *workspace) openRegular(p, rel string, flag int) (*os.File, error) {
+	if info, err := w.root.Lstat(rel); err == nil {
+		if err := w.checkRegular(p, info); err != nil {
+			return nil, err
+		}
+	} else if flag&os.O_CREATE == 0 || !errors.Is(err, fs.ErrNotExist) {
+		return nil, w.fsErr(p, err)
+	}
+	f, err := w.root.OpenFile(rel, flag|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, w.fsErr(p, err)
+	}
+	info, err := f.Stat()
+	if err == nil {
+		err = w.checkRegular(p, info)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkRegular names what a non-regular file is.
+func (w *workspace) checkRegular(p string, info fs.FileInfo) error {
+	switch m := info.Mode(); {
+	case m.IsRegular():
+		return nil
+	case m.IsDir() && w.tool == "read_file":
+		return w.pathErr(p, "is a directory; use list_dir")
+	case m.IsDir():
+		return w.pathErr(p, "is a directory")
+	case m&fs.ModeNamedPipe != 0:
+		return w.pathErr(p, "is a named pipe (FIFO), not a regular file")
+	case m&fs.ModeDevice != 0:
+		return w.pathErr(p, "is a device, not a regular file")
+	case m&fs.ModeSocket != 0:
+		return w.pathErr(p, "is a socket, not a regular file")
+	default:
+		return w.pathErr(p, "is not a regular file")
+	}
+}
+
+// clipPath shortens an over-long path for a message.
+func clipPath(p string) string {
+	const max = 80
+	if len(p) <= max {
+		return p
+	}
+	return p[:max] + "…"
 }
 
 func escapes(rel string) bool {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"unicode/utf8"
 )
@@ -45,7 +46,7 @@ type readFileArgs struct {
 	Limit  int    `json:"limit"`
 }
 
-func readFile(_ context.Context, env Env, call Call) (Result, error) {
+func readFile(ctx context.Context, env Env, call Call) (Result, error) {
 	var args readFileArgs
 	if err := decodeInput(call, &args); err != nil {
 		return Result{}, err
@@ -59,7 +60,7 @@ func readFile(_ context.Context, env Env, call Call) (Result, error) {
 	if args.Offset == 0 {
 		args.Offset = 1
 	}
-	w, err := openWorkspace("read_file", env)
+	w, err := openWorkspace(ctx, "read_file", env)
 	if err != nil {
 		return Result{}, err
 	}
@@ -68,23 +69,16 @@ func readFile(_ context.Context, env Env, call Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	f, err := w.root.Open(rel)
+	f, err := w.openRegular(args.Path, rel, os.O_RDONLY)
 	if err != nil {
-		return Result{}, w.fsErr(args.Path, err)
+		return Result{}, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return Result{}, w.fsErr(args.Path, err)
-	}
-	if info.IsDir() {
-		return Result{}, w.pathErr(args.Path, "is a directory; use list_dir")
-	}
 	br := bufio.NewReaderSize(f, 64<<10)
 	if head, _ := br.Peek(sniffLen); bytes.IndexByte(head, 0) >= 0 {
 		return Result{}, w.pathErr(args.Path, "is a binary file, not text")
 	}
-	text, err := readLines(br, args.Offset, args.Limit)
+	text, err := readLines(ctx, br, args.Offset, args.Limit)
 	if err != nil {
 		return Result{}, w.fsErr(args.Path, err)
 	}
@@ -104,12 +98,15 @@ type linesRead struct {
 
 // readLines returns lines [offset, offset+limit) of r (limit 0: to the end), cut at
 // ReadFileMaxBytes with a note saying where to continue. Memory stays bounded by the cap even
-// for a file that is one huge line.
-func readLines(r *bufio.Reader, offset, limit int) (linesRead, error) {
+// for a file that is one huge line; a done ctx stops the read.
+func readLines(ctx context.Context, r *bufio.Reader, offset, limit int) (linesRead, error) {
 	var b strings.Builder
 	var out linesRead
 	line, atLineStart := 0, true
 	for {
+		if err := ctx.Err(); err != nil {
+			return linesRead{}, err
+		}
 		chunk, err := r.ReadSlice('\n')
 		if len(chunk) > 0 {
 			if atLineStart {

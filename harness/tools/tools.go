@@ -22,6 +22,9 @@ type Env struct {
 	Cwd            string // absolute; file tools are confined to it
 	SandboxMode    string // "" when none was set
 	ApprovalPolicy string // "" when none was set
+	// Protected are absolute directories the file tools refuse to touch, whatever the cwd:
+	// the session stores, whose transcripts belong to other runs.
+	Protected []string
 }
 
 // Call is one tool call the model asked for. Input is a JSON object.

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 )
+
+// WriteFileMaxBytes caps the content of one write_file call.
+const WriteFileMaxBytes = 8 << 20
 
 func writeFileTool() Tool {
 	return Tool{
 		Name: "write_file",
 		Description: "Write a text file under the working directory, replacing it if it exists and " +
-			"creating missing parent directories.",
+			"creating missing parent directories. At most 8 MiB per call.",
 		Parameters: json.RawMessage(`{
   "type": "object",
   "properties": {
@@ -33,7 +37,7 @@ type writeFileArgs struct {
 	Content *string `json:"content"`
 }
 
-func writeFile(_ context.Context, env Env, call Call) (Result, error) {
+func writeFile(ctx context.Context, env Env, call Call) (Result, error) {
 	var args writeFileArgs
 	if err := decodeInput(call, &args); err != nil {
 		return Result{}, err
@@ -43,8 +47,11 @@ func writeFile(_ context.Context, env Env, call Call) (Result, error) {
 		return Result{}, errors.New("invalid arguments: write_file: path is required")
 	case args.Content == nil:
 		return Result{}, errors.New("invalid arguments: write_file: content is required")
+	case len(*args.Content) > WriteFileMaxBytes:
+		return Result{}, fmt.Errorf("write_file %q: content is %d bytes, more than the limit of %d bytes per call",
+			args.Path, len(*args.Content), WriteFileMaxBytes)
 	}
-	w, err := openWorkspace("write_file", env)
+	w, err := openWorkspace(ctx, "write_file", env)
 	if err != nil {
 		return Result{}, err
 	}
@@ -58,7 +65,18 @@ func writeFile(_ context.Context, env Env, call Call) (Result, error) {
 			return Result{}, w.fsErr(args.Path, err)
 		}
 	}
-	if err := w.root.WriteFile(rel, []byte(*args.Content), 0o644); err != nil {
+	if err := ctx.Err(); err != nil {
+		return Result{}, w.pathErr(args.Path, err.Error())
+	}
+	f, err := w.openRegular(args.Path, rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return Result{}, err
+	}
+	_, err = f.WriteString(*args.Content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return Result{}, w.fsErr(args.Path, err)
 	}
 	return TextResult(fmt.Sprintf("wrote %d bytes to %s", len(*args.Content), args.Path)), nil

@@ -85,10 +85,12 @@ type child struct {
 // progress.
 //
 // Cancelling ctx aborts the turn with cause parent; Drive still waits for the turn/end to be
-// written and then returns ctx's error. Other errors are infrastructure faults: a child-level
-// failure is a turn/end in the log, for ReadResult.
+// written and then returns ctx's error. A model request that fails with a retryable error (a
+// timeout, model.IsRetryable) leaves the turn unfinished and Drive returns an
+// *InterruptedError: the next Drive of the child resumes the turn. Other errors are
+// infrastructure faults: a child-level failure is a turn/end in the log, for ReadResult.
 func (h *Host) Drive(ctx context.Context, dr DriveRequest) (Progress, error) {
-	c, err := h.open(ctx, dr)
+	c, err := h.open(ctx, dr, true)
 	if err != nil {
 		return Progress{}, err
 	}
@@ -97,10 +99,14 @@ func (h *Host) Drive(ctx context.Context, dr DriveRequest) (Progress, error) {
 		return Progress{}, err
 	}
 	runErr := c.run(ctx, dr.Request.Prompt)
+	interruption := c.agent.Interruption()
 	closeErr := c.close(context.Background())
 	p := c.snapshot()
 	if err := errors.Join(runErr, closeErr); err != nil {
 		return p, err
+	}
+	if interruption != nil && ctx.Err() == nil {
+		return p, &InterruptedError{ChildID: dr.ChildID, Err: interruption}
 	}
 	if err := ctx.Err(); err != nil {
 		return p, fmt.Errorf("inprocess: drive %s: %w", dr.ChildID, err)
@@ -108,9 +114,22 @@ func (h *Host) Drive(ctx context.Context, dr DriveRequest) (Progress, error) {
 	return p, nil
 }
 
-// open opens the child agent and installs the runtime-only setup. On failure nothing stays
-// open.
-func (h *Host) open(ctx context.Context, dr DriveRequest) (_ *child, err error) {
+// InterruptedError is Drive's error when a retryable model failure left the child's turn
+// unfinished: drive the child again to resume it.
+type InterruptedError struct {
+	ChildID string
+	Err     error // the model's failure
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("inprocess: drive %s: the turn was interrupted and resumes on the next drive: %v", e.ChildID, e.Err)
+}
+
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// open opens the child agent and installs the runtime-only setup; interrupt is
+// agent.Options.InterruptOnRetryable. On failure nothing stays open.
+func (h *Host) open(ctx context.Context, dr DriveRequest, interrupt bool) (_ *child, err error) {
 	hd, events, err := h.store.Load(ctx, dr.ChildID)
 	if err != nil {
 		return nil, fmt.Errorf("inprocess: open child %s: %w", dr.ChildID, err)
@@ -124,6 +143,7 @@ func (h *Host) open(ctx context.Context, dr DriveRequest) (_ *child, err error) 
 	}
 	a, err := agent.Open(ctx, agent.Options{
 		Store: h.store, SessionID: dr.ChildID, Models: h.models, Tools: h.tools, Preset: preset, Logger: h.log,
+		InterruptOnRetryable: interrupt, Protected: h.protected,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inprocess: open child %s: %w", dr.ChildID, err)

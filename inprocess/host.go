@@ -38,6 +38,10 @@ type Options struct {
 	Presets map[string]agent.Preset
 	// Logger receives diagnostics; nil logs nothing.
 	Logger *zap.Logger
+	// Protected are directories the children's file tools refuse whatever their cwd
+	// (tools.Env.Protected). The root of a store with a `Root() string` method (the file
+	// store) is always protected.
+	Protected []string
 }
 
 // Host runs in-process children over one session store. It keeps a live registry of the
@@ -49,6 +53,8 @@ type Host struct {
 	tools   *tools.Registry
 	presets map[string]agent.Preset
 	log     *zap.Logger
+	// protected is Options.Protected with the store's root.
+	protected []string
 
 	mu   sync.Mutex
 	live map[string]*child
@@ -63,13 +69,18 @@ func NewHost(opts Options) (*Host, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	protected := append([]string(nil), opts.Protected...)
+	if r, ok := opts.Store.(interface{ Root() string }); ok {
+		protected = append(protected, r.Root())
+	}
 	return &Host{
-		store:   opts.Store,
-		models:  opts.Models,
-		tools:   opts.Tools,
-		presets: opts.Presets,
-		log:     log,
-		live:    make(map[string]*child),
+		store:     opts.Store,
+		models:    opts.Models,
+		tools:     opts.Tools,
+		presets:   opts.Presets,
+		log:       log,
+		protected: protected,
+		live:      make(map[string]*child),
 	}, nil
 }
 

@@ -43,6 +43,16 @@ type Options struct {
 	StepLimit int
 	// Logger receives diagnostics; nil logs nothing.
 	Logger *zap.Logger
+	// InterruptOnRetryable makes a model request that fails with a retryable error
+	// (model.IsRetryable: a timeout) leave its turn unfinished instead of ending it `error`:
+	// the agent writes no turn/end, syncs the log and goes idle with Interruption set, and the
+	// turn continues with Resume — in this agent or in one another process opens on the
+	// session. For drivers that retry (a Temporal activity); others keep the default, under
+	// which the turn ends `error`.
+	InterruptOnRetryable bool
+	// Protected are directories the file tools refuse whatever the cwd (tools.Env.Protected):
+	// the session stores.
+	Protected []string
 }
 
 // Agent runs turns for one session. Its methods are safe for concurrent use.
@@ -53,6 +63,8 @@ type Agent struct {
 	scope     *tools.Scope
 	stepLimit int
 	log       *zap.Logger
+	protected []string
+	interrupt bool // Options.InterruptOnRetryable
 
 	// logMu serialises appends: seq assignment, the store write, state and subscriber
 	// delivery happen together so subscribers see exactly the log, in order.
@@ -84,6 +96,7 @@ type Agent struct {
 	wake        chan struct{}
 	closed      bool
 	done        chan struct{} // closed when the loop goroutine returns
+	interrupted error         // see Interruption
 }
 
 // Open loads the session from the store, rebuilds the agent's state from its log (next seq,
@@ -114,6 +127,8 @@ func Open(ctx context.Context, opts Options) (*Agent, error) {
 		scope:     scope,
 		stepLimit: opts.StepLimit,
 		log:       opts.Logger,
+		protected: append([]string(nil), opts.Protected...),
+		interrupt: opts.InterruptOnRetryable,
 		st:        st,
 		subs:      make(map[int]func(session.Event)),
 		sections:  append([]Section(nil), opts.Preset.Sections...),
@@ -151,6 +166,15 @@ func (a *Agent) Pending() bool {
 	running := a.running
 	a.mu.Unlock()
 	return !running && a.logPending()
+}
+
+// Interruption returns the retryable model failure that left the latest turn unfinished
+// (Options.InterruptOnRetryable), or nil when that turn was not interrupted. Queuing work
+// (Followup, Resume) clears it.
+func (a *Agent) Interruption() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.interrupted
 }
 
 // OnStepStart registers fn to run at every step/start; the events it returns (Type and Data
@@ -191,6 +215,7 @@ func (a *Agent) env() tools.Env {
 		Cwd:            a.header.Cwd,
 		SandboxMode:    a.st.sandbox,
 		ApprovalPolicy: a.st.approval,
+		Protected:      a.protected,
 	}
 }
 

@@ -93,6 +93,7 @@ func (a *Agent) WhenIdle(ctx context.Context) error {
 
 // busyLocked marks work as queued and wakes the loop. The caller holds mu.
 func (a *Agent) busyLocked() {
+	a.interrupted = nil
 	select {
 	case <-a.idle:
 		a.idle = make(chan struct{})

@@ -120,6 +120,10 @@ func (a *Agent) runSteps(ctx context.Context, turn, step int) {
 			return
 		}
 		if end := a.step(ctx, m, turn, step); end != nil {
+			if end == interrupted {
+				a.interruptTurn(turn)
+				return
+			}
 			a.endTurn(turn, *end)
 			return
 		}
@@ -159,6 +163,11 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 		return failed(chunkErr)
 	case err != nil && ctx.Err() != nil:
 		return aborted(ctx)
+	case err != nil && a.interrupt && model.IsRetryable(err):
+		a.mu.Lock()
+		a.interrupted = err
+		a.mu.Unlock()
+		return interrupted
 	case err != nil:
 		return &session.EndReason{Kind: session.EndError, Message: err.Error()}
 	}
@@ -284,6 +293,20 @@ func (a *Agent) closeStep(turn, step int) error {
 		return err
 	}
 	return a.sync()
+}
+
+// interrupted is the step outcome of a retryable model failure under InterruptOnRetryable:
+// the turn stays unfinished. Compared by identity.
+var interrupted = &session.EndReason{Kind: "interrupted-retryable"}
+
+// interruptTurn leaves the turn unfinished after a retryable model failure: no turn/end, the
+// log synced so that another process can resume it.
+func (a *Agent) interruptTurn(turn int) {
+	if err := a.sync(); err != nil {
+		a.logWriteFailure("sync after interruption failed", err)
+	}
+	a.log.Warn("turn interrupted by a retryable model failure; it resumes on the next drive",
+		zap.Int("turn", turn), zap.Error(a.Interruption()))
 }
 
 // endTurn appends turn/end and syncs. A failure leaves the turn pending in the log, to be

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -49,6 +50,12 @@ type OpenAIOptions struct {
 	// MaxRetries is how many times a request is retried after a connection error, 408, 409,
 	// 429 or 5xx (honouring Retry-After); 0 means no retries.
 	MaxRetries int
+	// RequestTimeout bounds one request, streaming included; 0 means DefaultRequestTimeout,
+	// negative none. StreamIdleTimeout bounds the wait for the response and then for each
+	// next chunk; 0 means DefaultStreamIdleTimeout, negative none. Either failing gives a
+	// *TimeoutError, which IsRetryable.
+	RequestTimeout    time.Duration
+	StreamIdleTimeout time.Duration
 }
 
 // OpenAICompatible is a Model speaking the OpenAI chat-completions API (streaming, function
@@ -64,6 +71,12 @@ type OpenAICompatible struct {
 func NewOpenAICompatible(opts OpenAIOptions) *OpenAICompatible {
 	if opts.Provider == "" {
 		opts.Provider = ProviderOpenAICompatible
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.StreamIdleTimeout == 0 {
+		opts.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	reqOpts := []option.RequestOption{
 		option.WithBaseURL(opts.BaseURL),
@@ -129,10 +142,14 @@ func (m *OpenAICompatible) Stream(ctx context.Context, req Request, onText func(
 		return Response{}, m.wrap(modelName, err)
 	}
 
+	parent := ctx
+	ctx, dog := newWatchdog(ctx, m.opts.Provider, modelName, m.opts.RequestTimeout, m.opts.StreamIdleTimeout)
+	defer dog.stop()
 	stream := m.chat.NewStreaming(ctx, params)
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
 	for stream.Next() {
+		dog.alive()
 		chunk := stream.Current()
 		if !acc.AddChunk(chunk) {
 			return Response{}, m.wrap(modelName, errors.New("malformed stream chunk"))
@@ -146,10 +163,13 @@ func (m *OpenAICompatible) Stream(ctx context.Context, req Request, onText func(
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	if err := parent.Err(); err != nil {
 		return Response{}, err
 	}
 	if err := stream.Err(); err != nil {
+		if te := timeout(ctx); te != nil {
+			return Response{}, te
+		}
 		return Response{}, m.apiError(modelName, err)
 	}
 	resp, err := completion(acc.ChatCompletion)

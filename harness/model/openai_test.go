@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -535,4 +536,60 @@ func BenchmarkOpenAIStream(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// stalledAPI answers with the headers and one text delta, then sends nothing more until the
+// client goes away: a stream stalled mid-answer.
+func stalledAPI(t *testing.T) *fakeAPI {
+	return newFakeAPI(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", textDelta("partial "))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+}
+
+func TestOpenAIStreamIdleTimeout(t *testing.T) {
+	f := stalledAPI(t)
+	m := NewOpenAICompatible(OpenAIOptions{
+		Provider: ProviderDeepSeek, BaseURL: f.srv.URL, APIKey: "k",
+		StreamIdleTimeout: 50 * time.Millisecond,
+	})
+	var deltas []string
+	_, err := m.Stream(context.Background(), userRequest("hi"), collect(&deltas))
+	var te *TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.True(t, te.Idle)
+	assert.True(t, IsRetryable(err))
+	assert.EqualError(t, err, `deepseek-official model "deepseek-chat": timed out: no response data for 50ms (stream-idle timeout)`)
+	assert.Equal(t, []string{"partial "}, deltas)
+}
+
+func TestOpenAIRequestTimeout(t *testing.T) {
+	// Chunks keep coming, so only the request timeout can end this stream.
+	f := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for r.Context().Err() == nil {
+			fmt.Fprintf(w, "data: %s\n\n", textDelta("x"))
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond) // pacing of the fake server, not synchronisation
+		}
+	})
+	m := NewOpenAICompatible(OpenAIOptions{
+		Provider: ProviderDeepSeek, BaseURL: f.srv.URL, APIKey: "k",
+		RequestTimeout: 100 * time.Millisecond, StreamIdleTimeout: time.Minute,
+	})
+	_, err := m.Stream(context.Background(), userRequest("hi"), nil)
+	var te *TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.False(t, te.Idle)
+	assert.True(t, IsRetryable(err))
+}
+
+func TestOpenAICancelIsNotATimeout(t *testing.T) {
+	f := stalledAPI(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := newTestAdapter(f).Stream(ctx, userRequest("hi"), func(string) { cancel() })
+	require.ErrorIs(t, err, context.Canceled)
+	assert.False(t, IsRetryable(err))
 }

@@ -16,12 +16,13 @@ import (
 
 // Defaults of Config (SPEC R-50).
 const (
-	DefaultProviderName      = "dsh-sdk"
-	DefaultProvider          = "deepseek-official"
-	DefaultModel             = "deepseek-v4-flash"
-	DefaultShutdownTimeoutMs = 1000
-	DefaultDisposeEOFGraceMs = 6000
-	DefaultDisposeGraceMs    = 3000
+	DefaultProviderName       = "dsh-sdk"
+	DefaultProvider           = "deepseek-official"
+	DefaultModel              = "deepseek-v4-flash"
+	DefaultShutdownTimeoutMs  = 1000
+	DefaultDisposeEOFGraceMs  = 6000
+	DefaultDisposeGraceMs     = 3000
+	DefaultHandshakeTimeoutMs = 10000
 )
 
 // messagePrefix starts every message of this provider, as in the upstream package name.
@@ -59,6 +60,9 @@ type Config struct {
 	DisposeEOFGraceMs float64 `json:"disposeEofGraceMs,omitempty"`
 	// DisposeGraceMs is how long Dispose waits after SIGTERM and again after SIGKILL; default 3000.
 	DisposeGraceMs float64 `json:"disposeGraceMs,omitempty"`
+	// HandshakeTimeoutMs bounds the initialize handshake: a child that has not answered by
+	// then is stopped and reaped, and the start fails; default 10000.
+	HandshakeTimeoutMs float64 `json:"handshakeTimeoutMs,omitempty"`
 }
 
 // LoadConfig decodes a JSON config, rejecting unknown keys and explicit zero or non-numeric
@@ -74,6 +78,7 @@ func LoadConfig(data []byte) (Config, error) {
 		ShutdownTimeoutMs json.RawMessage `json:"shutdownTimeoutMs"`
 		DisposeEOFGraceMs json.RawMessage `json:"disposeEofGraceMs"`
 		DisposeGraceMs    json.RawMessage `json:"disposeGraceMs"`
+		HandshakeTimeout  json.RawMessage `json:"handshakeTimeoutMs"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -96,6 +101,7 @@ func LoadConfig(data []byte) (Config, error) {
 		{"shutdownTimeoutMs", file.ShutdownTimeoutMs, &cfg.ShutdownTimeoutMs},
 		{"disposeEofGraceMs", file.DisposeEOFGraceMs, &cfg.DisposeEOFGraceMs},
 		{"disposeGraceMs", file.DisposeGraceMs, &cfg.DisposeGraceMs},
+		{"handshakeTimeoutMs", file.HandshakeTimeout, &cfg.HandshakeTimeoutMs},
 	} {
 		if !present(f.raw) {
 			continue
@@ -117,7 +123,7 @@ func LoadConfig(data []byte) (Config, error) {
 func present(raw json.RawMessage) bool { return raw != nil && string(raw) != "null" }
 
 // Validate checks c as New would, after applying defaults: a command, maxTokens a positive
-// safe integer when set, the three timeouts positive and finite, and a configured cwd
+// safe integer when set, the timeouts positive and finite, and a configured cwd
 // usable (SPEC R-51). Failures of the SPEC's rules carry its exact messages; the cwd
 // failures are *subagent.ValidationError.
 func (c Config) Validate() error {
@@ -128,10 +134,11 @@ func (c Config) Validate() error {
 // resolved is a validated Config with the cwd resolved and durations converted.
 type resolved struct {
 	Config
-	cwd             string // resolved config cwd; "" when none is configured
-	shutdownTimeout time.Duration
-	eofGrace        time.Duration
-	grace           time.Duration
+	cwd              string // resolved config cwd; "" when none is configured
+	shutdownTimeout  time.Duration
+	eofGrace         time.Duration
+	grace            time.Duration
+	handshakeTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -152,6 +159,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DisposeGraceMs == 0 {
 		c.DisposeGraceMs = DefaultDisposeGraceMs
+	}
+	if c.HandshakeTimeoutMs == 0 {
+		c.HandshakeTimeoutMs = DefaultHandshakeTimeoutMs
 	}
 	return c
 }
@@ -174,16 +184,18 @@ func (c Config) resolve() (resolved, error) {
 		{"shutdownTimeoutMs", c.ShutdownTimeoutMs},
 		{"disposeEofGraceMs", c.DisposeEOFGraceMs},
 		{"disposeGraceMs", c.DisposeGraceMs},
+		{"handshakeTimeoutMs", c.HandshakeTimeoutMs},
 	} {
 		if !isPositiveFinite(f.v) {
 			return resolved{}, notPositiveFinite(f.name)
 		}
 	}
 	r := resolved{
-		Config:          c,
-		shutdownTimeout: millis(c.ShutdownTimeoutMs),
-		eofGrace:        millis(c.DisposeEOFGraceMs),
-		grace:           millis(c.DisposeGraceMs),
+		Config:           c,
+		shutdownTimeout:  millis(c.ShutdownTimeoutMs),
+		eofGrace:         millis(c.DisposeEOFGraceMs),
+		grace:            millis(c.DisposeGraceMs),
+		handshakeTimeout: millis(c.HandshakeTimeoutMs),
 	}
 	if c.Cwd != nil {
 		processCwd, err := os.Getwd()

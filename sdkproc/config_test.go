@@ -18,13 +18,14 @@ func TestLoadConfigDefaults(t *testing.T) {
 	cfg, err := LoadConfig([]byte(`{"command": "subflow-agent"}`))
 	require.NoError(t, err)
 	assert.Equal(t, Config{
-		ProviderName:      "dsh-sdk",
-		Command:           "subflow-agent",
-		Provider:          "deepseek-official",
-		Model:             "deepseek-v4-flash",
-		ShutdownTimeoutMs: 1000,
-		DisposeEOFGraceMs: 6000,
-		DisposeGraceMs:    3000,
+		ProviderName:       "dsh-sdk",
+		Command:            "subflow-agent",
+		Provider:           "deepseek-official",
+		Model:              "deepseek-v4-flash",
+		ShutdownTimeoutMs:  1000,
+		DisposeEOFGraceMs:  6000,
+		DisposeGraceMs:     3000,
+		HandshakeTimeoutMs: 10000,
 	}, cfg)
 
 	p, err := New(cfg, Options{})
@@ -65,6 +66,7 @@ func TestConfigValidationMessages(t *testing.T) {
 		{"eof negative", `{"command": "c", "disposeEofGraceMs": -5}`, "subagent-dsh-sdk: disposeEofGraceMs must be a positive finite number"},
 		{"grace string", `{"command": "c", "disposeGraceMs": "3000"}`, "subagent-dsh-sdk: disposeGraceMs must be a positive finite number"},
 		{"grace huge", `{"command": "c", "disposeGraceMs": 1e400}`, "subagent-dsh-sdk: disposeGraceMs must be a positive finite number"},
+		{"handshake zero", `{"command": "c", "handshakeTimeoutMs": 0}`, "subagent-dsh-sdk: handshakeTimeoutMs must be a positive finite number"},
 		{"cwd empty", `{"command": "c", "cwd": ""}`, "subagent-dsh-sdk: config cwd must not be empty — omit the key to inherit the parent session cwd"},
 		{"cwd missing", `{"command": "c", "cwd": "no/such/dir"}`, "subagent-dsh-sdk: config cwd is not an accessible directory: " + filepath.Join(wd, "no/such/dir")},
 	} {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -16,8 +17,9 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// ErrAbortedBeforeStart is returned by Start when its context is already done; nothing was
-// spawned. Its message is exactly the SPEC's (R-52).
+// ErrAbortedBeforeStart is returned by Start when its context is done before the handshake
+// completed: nothing was spawned, or the child was reaped before Start returned. Its message
+// is exactly the SPEC's (R-52).
 var ErrAbortedBeforeStart = errors.New("subagent request was aborted before the SDK child started")
 
 // Options are the runtime dependencies of a Provider. The zero value is ready to use.
@@ -85,12 +87,13 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 
 // StartRun publishes one run (SPEC R-52): it resolves the child's cwd (errors are
 // *subagent.ValidationError), returns ErrAbortedBeforeStart without spawning when ctx is
-// already done, spawns the child and completes the initialize handshake. When spawning, the
-// handshake or ctx fails after the spawn, the child is stopped and reaped before StartRun
-// returns (SIGKILLed at once when ctx is done); a child that exited on its own yields an
-// *ExitError, a cancelled ctx an error wrapping ctx.Err(), an error answer of the runtime
-// its *wire.Error unchanged (e.g. `no adapter registered for provider "x"`). The returned run owns the
-// child: the caller must Dispose it.
+// already done, spawns the child and completes the initialize handshake within the
+// configured handshake timeout. When spawning, the handshake or ctx fails after the spawn,
+// the child is stopped and reaped before StartRun returns (SIGKILLed at once when ctx is
+// done); a child that exited on its own yields an *ExitError, a done ctx
+// ErrAbortedBeforeStart, a handshake past its timeout a *HandshakeTimeoutError, an error
+// answer of the runtime its *wire.Error unchanged (e.g. `no adapter registered for provider
+// "x"`). The returned run owns the child: the caller must Dispose it.
 func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunOptions) (*Run, error) {
 	cwd, err := p.childCwd(req)
 	if err != nil {
@@ -127,7 +130,10 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 		// Reject only after the reap. The protocol never got going, so no shutdown request;
 		// a done ctx (the caller gave up) skips the graceful steps: no session exists yet.
 		stopErr := c.stop(ctx, ladderOptions{eofGrace: p.cfg.eofGrace, grace: p.cfg.grace})
-		if errors.Is(err, wire.ErrInputClosed) || errors.Is(err, errChildExited) {
+		switch {
+		case ctx.Err() != nil:
+			err = ErrAbortedBeforeStart
+		case errors.Is(err, wire.ErrInputClosed) || errors.Is(err, errChildExited):
 			err = c.exitError()
 		}
 		return nil, errors.Join(err, stopErr)
@@ -158,6 +164,8 @@ func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route se
 	done := make(chan error, 1)
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	timer := time.NewTimer(p.cfg.handshakeTimeout)
+	defer timer.Stop()
 	go func() { done <- c.conn.Call(callCtx, wire.MethodInitialize, params, &raw) }()
 	var err error
 	select {
@@ -167,6 +175,8 @@ func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route se
 		err = errChildExited
 	case <-ctx.Done():
 		err = ctx.Err()
+	case <-timer.C:
+		return &HandshakeTimeoutError{Provider: p.Name(), PID: c.pid, Timeout: p.cfg.handshakeTimeout}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -184,6 +194,19 @@ func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route se
 		return fmt.Errorf("initialize returned no server identity: %s", compact(raw))
 	}
 	return nil
+}
+
+// HandshakeTimeoutError is StartRun's error when the child did not answer initialize within
+// the handshake timeout (Config.HandshakeTimeoutMs). The child was reaped.
+type HandshakeTimeoutError struct {
+	Provider string
+	PID      int
+	Timeout  time.Duration
+}
+
+func (e *HandshakeTimeoutError) Error() string {
+	return fmt.Sprintf("%s %q: initialize: the child runtime (pid %d) did not complete the handshake within %s; it was stopped",
+		messagePrefix, e.Provider, e.PID, e.Timeout)
 }
 
 // compact renders raw JSON on one line for a message; absent renders as null.

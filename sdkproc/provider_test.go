@@ -199,8 +199,20 @@ func TestCancelDuringHandshakeRejectsAfterReap(t *testing.T) {
 	pid := h.startedPID(t)
 	cancel()
 	err := <-errc
-	require.ErrorIs(t, err, context.Canceled)
-	requireGone(t, pid)
+	require.EqualError(t, err, "subagent request was aborted before the SDK child started")
+	require.ErrorIs(t, err, ErrAbortedBeforeStart)
+	requireGone(t, pid) // rejected only after the reap
+}
+
+func TestHandshakeTimeoutReapsTheChild(t *testing.T) {
+	cfg := badConfig("hang")
+	cfg.HandshakeTimeoutMs = 100
+	h := newHarness(t, cfg, Options{})
+	_, err := h.p.Start(context.Background(), request(t, "hi"))
+	var te *HandshakeTimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, fmt.Sprintf(`subagent-dsh-sdk "dsh-sdk": initialize: the child runtime (pid %d) did not complete the handshake within 100ms; it was stopped`, te.PID), err.Error())
+	requireGone(t, te.PID)
 }
 
 func TestExitBeforeHandshake(t *testing.T) {

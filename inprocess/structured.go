@@ -122,8 +122,12 @@ func (s *structured) observe(_ tools.Env, call tools.Call, res tools.Result) {
 // committedValue returns the structured value a child's own events committed: the input of
 // the first structured_output call whose tool/result succeeded (later ones are denied). It
 // reads only the log, so any worker can answer it.
+//
+// Results are matched to the calls that were executed, not to ids: a model may repeat a call
+// id within one response, and the agent stores the results in call order, so the n-th result
+// with an id belongs to the n-th call with that id of the step's message.
 func committedValue(events []session.Event) (json.RawMessage, error) {
-	inputs := make(map[string]json.RawMessage)
+	var calls map[string][]session.Block // the step's calls not yet matched, by id, in order
 	for _, ev := range events {
 		switch ev.Type {
 		case session.TypeAssistantMessage:
@@ -131,9 +135,10 @@ func committedValue(events []session.Event) (json.RawMessage, error) {
 			if err := ev.Decode(&d); err != nil {
 				return nil, err
 			}
+			calls = make(map[string][]session.Block)
 			for _, b := range d.Message.Content {
-				if b.Type == session.BlockToolCall && b.Name == StructuredToolName {
-					inputs[b.ID] = b.Input
+				if b.Type == session.BlockToolCall {
+					calls[b.ID] = append(calls[b.ID], b)
 				}
 			}
 		case session.TypeToolResult:
@@ -141,7 +146,14 @@ func committedValue(events []session.Event) (json.RawMessage, error) {
 			if err := ev.Decode(&d); err != nil {
 				return nil, err
 			}
-			if v, ok := inputs[d.CallID]; ok && d.Name == StructuredToolName && !d.IsError {
+			queue := calls[d.CallID]
+			if len(queue) == 0 {
+				continue
+			}
+			call := queue[0]
+			calls[d.CallID] = queue[1:]
+			if call.Name == StructuredToolName && d.Name == StructuredToolName && !d.IsError {
+				v := call.Input
 				if len(v) == 0 {
 					v = json.RawMessage("{}")
 				}

@@ -36,8 +36,9 @@ type pendingTurn struct {
 	stepEnded bool
 	// message is the last step's assistant message, nil when the step has none yet.
 	message *session.AssistantMessage
-	// done holds the call ids of the last step that have a stored tool/result.
-	done map[string]bool
+	// done counts, per call id, the stored tool/results of the last step. A count, not a flag:
+	// a model may repeat an id within one response, and each call is its own execution.
+	done map[string]int
 }
 
 // replay rebuilds the state from a loaded log. Events before the header's seedLength (a fork
@@ -158,9 +159,9 @@ func (s *state) toolResult(callID string, r tools.Result) {
 	}
 	if s.pending != nil {
 		if s.pending.done == nil {
-			s.pending.done = make(map[string]bool)
+			s.pending.done = make(map[string]int)
 		}
-		s.pending.done[callID] = true
+		s.pending.done[callID]++
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -251,11 +252,15 @@ func assistantMessage(resp model.Response, r *session.Route) session.AssistantMe
 	}
 }
 
-// runTools executes calls in order through the scope, skipping those in done, and appends each
-// result as it completes. A cancel between calls ends the turn `aborted`.
-func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call, done map[string]bool) *session.EndReason {
+// runTools executes calls in order through the scope, skipping those done already, and
+// appends each result as it completes. done counts the stored results per call id: results
+// are stored in call order, so the first done[id] calls with that id are the ones that ran,
+// also when the model repeated an id. A cancel between calls ends the turn `aborted`.
+func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call, done map[string]int) *session.EndReason {
+	skip := maps.Clone(done)
 	for _, call := range calls {
-		if done[call.ID] {
+		if skip[call.ID] > 0 {
+			skip[call.ID]--
 			continue
 		}
 		if ctx.Err() != nil {

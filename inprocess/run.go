@@ -60,10 +60,10 @@ func (h *Host) Start(ctx context.Context, req subagent.Request, opts StartOption
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	r := &Run{
-		host: h, child: c, depth: created.Depth, req: req,
+		host: h, child: c, depth: created.Depth, req: req, startCtx: ctx,
 		cancel: cancel, done: make(chan struct{}),
 	}
-	r.stopListening = context.AfterFunc(ctx, r.abort)
+	r.stopListening = afterFunc(ctx, r.abort)
 	// A cancel that landed between publication and the listener above must not be lost:
 	// the drive then queues nothing and the result is [] / aborted.
 	if ctx.Err() != nil {
@@ -80,9 +80,10 @@ type Run struct {
 	depth int64
 	req   subagent.Request
 
+	startCtx      context.Context // Start's ctx: the run's abort signal
 	cancel        context.CancelFunc
 	stopListening func() bool
-	cancelled     atomic.Bool
+	cancelled     atomic.Bool // set by abort
 	disposeOnce   sync.Once
 
 	done        chan struct{} // closed once result, resultErr and teardownErr are set
@@ -149,8 +150,20 @@ func (r *Run) read() (subagent.Result, error) {
 	if err != nil {
 		return subagent.Result{}, fmt.Errorf("inprocess: read result of %s: %w", id, err)
 	}
-	return readResult(id, ownEvents(hd, events), r.req.HasOutputSchema(), r.cancelled.Load())
+	return readResult(id, ownEvents(hd, events), r.req.HasOutputSchema(), r.aborted())
 }
+
+// aborted reports whether the run was aborted, by Dispose or by Start's ctx. The ctx is read
+// directly: its listener runs r.abort on a goroutine of its own, which a result read right
+// after the cancel could otherwise overtake — the same cancel would then give `error` or
+// `aborted` depending on scheduling.
+func (r *Run) aborted() bool {
+	return r.cancelled.Load() || r.startCtx.Err() != nil
+}
+
+// afterFunc is context.AfterFunc; tests replace it to delay the listener and show that the
+// result does not depend on when it runs.
+var afterFunc = context.AfterFunc
 
 // Provider is a subagent.Provider running children on a Host: "spawn" or "fork".
 type Provider struct {

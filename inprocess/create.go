@@ -122,7 +122,9 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 	if err != nil {
 		return plan{}, nil, fmt.Errorf("inprocess: create: load parent: %w", err)
 	}
-	depth, err := subagent.ChildDepth(ph.DelegationDepth, cr.RuntimeDepth, req.MaxDepth)
+	// The parent's subtree cap binds this child and, through its header, every descendant.
+	maxDepth := TighterDepth(req.MaxDepth, ph.MaxDepth)
+	depth, err := subagent.ChildDepth(ph.DelegationDepth, cr.RuntimeDepth, maxDepth)
 	if err != nil {
 		return plan{}, nil, err
 	}
@@ -132,7 +134,10 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 	}
 	// The delegated policy is read now, from the log as it stands: a later switch in the
 	// parent does not reach a child already started.
-	sandbox := explicitSandbox(parentEvents)
+	sandbox, err := DelegatedSandbox(parentEvents)
+	if err != nil {
+		return plan{}, nil, fmt.Errorf("inprocess: create: parent %s: %w", parentID, err)
+	}
 	var seed []session.Event
 	if cr.Provider == ProviderFork {
 		seed = session.ForkPrefix(parentEvents)
@@ -146,6 +151,7 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 		SeedLength:      int64(len(seed)),
 		AgentPreset:     ph.AgentPreset,
 		Route:           childRoute(ph.Route, req.AgentOptions),
+		MaxDepth:        maxDepth,
 	}
 	if err := h.checkSetup(hd, req, cr.RunTools); err != nil {
 		return plan{}, nil, err
@@ -255,9 +261,11 @@ func childRoute(parent *session.Route, override session.Route) *session.Route {
 	return &r
 }
 
-// explicitSandbox returns the mode of the parent's latest sandbox/mode event that is not a
-// deployment default, or "" when there is none.
-func explicitSandbox(events []session.Event) string {
+// DelegatedSandbox returns the sandbox mode a child of a session with these events inherits
+// (SPEC R-24): the mode of the latest sandbox/mode event that is not a deployment default, or
+// "" when there is none. A mode that is not known (tools.CheckSandboxMode) is an error: it
+// must not be delegated as if it allowed anything.
+func DelegatedSandbox(events []session.Event) (string, error) {
 	for i := len(events) - 1; i >= 0; i-- {
 		if events[i].Type != session.TypeSandboxMode {
 			continue
@@ -266,9 +274,23 @@ func explicitSandbox(events []session.Event) string {
 		if events[i].Decode(&d) != nil || d.Source == SourceDeployment {
 			continue
 		}
-		return d.Mode
+		if err := tools.CheckSandboxMode(d.Mode); err != nil {
+			return "", err
+		}
+		return d.Mode, nil
 	}
-	return ""
+	return "", nil
+}
+
+// TighterDepth returns the tighter of two depth caps, nil when neither is set.
+func TighterDepth(a, b *int64) *int64 {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || *a <= *b:
+		return a
+	}
+	return b
 }
 
 // setupEvents returns a new child's first events, numbered from 0: the seed and the end-seed

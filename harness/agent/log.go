@@ -7,15 +7,26 @@ import (
 	"time"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
 )
 
 // Append appends one event of type typ with data as its payload, for setup before the first
 // turn (delegated sandbox/approval policy, markers) or a policy switch between turns. Sandbox
-// mode and approval policy events take effect for the tool calls that follow.
+// mode and approval policy events take effect for the tool calls that follow. A sandbox mode
+// that is not known (tools.CheckSandboxMode) is rejected.
 func (a *Agent) Append(ctx context.Context, typ string, data any) (session.Event, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return session.Event{}, fmt.Errorf("agent: append %s to %s: %w", typ, a.header.ID, err)
+	}
+	if typ == session.TypeSandboxMode {
+		var d session.SandboxModeData
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return session.Event{}, fmt.Errorf("agent: append %s to %s: %w", typ, a.header.ID, err)
+		}
+		if err := tools.CheckSandboxMode(d.Mode); err != nil {
+			return session.Event{}, fmt.Errorf("agent: append %s to %s: %w", typ, a.header.ID, err)
+		}
 	}
 	a.logMu.Lock()
 	defer a.logMu.Unlock()

@@ -346,6 +346,8 @@ func TestSandboxAndApprovalReachTools(t *testing.T) {
 	_, err = a.Append(ctx, session.TypeSandboxMode, session.SandboxModeData{Mode: tools.SandboxWorkspaceWrite, Source: "user"})
 	require.NoError(t, err)
 	ask(t, a, "two")
+	_, err = a.Append(ctx, session.TypeSandboxMode, session.SandboxModeData{Mode: "Read-Only", Source: "user"})
+	require.EqualError(t, err, `agent: append sandbox/mode to s1: unknown sandbox mode "Read-Only"; known modes: read-only, workspace-write`)
 	require.NoError(t, a.Close(ctx))
 
 	// A reopened agent reads the latest policy from the log.

@@ -53,6 +53,10 @@ type Header struct {
 	SeedLength      int64  `json:"seedLength,omitempty"`
 	AgentPreset     string `json:"agentPreset,omitempty"`
 	Route           *Route `json:"route,omitempty"`
+	// MaxDepth is the delegation depth cap of the session's whole subtree, absent when none:
+	// no delegation from this session or a descendant creates a child deeper than it. A child
+	// inherits its parent's cap, tightened by its own request's maxDepth.
+	MaxDepth *int64 `json:"maxDepth,omitempty"`
 }
 
 // Equal reports whether h and o are the same header, comparing by value: a nil Route equals a
@@ -66,7 +70,17 @@ func (h Header) Equal(o Header) bool {
 		}
 		return *r
 	}
-	return routeOf(&h) == routeOf(&o) && h == o
+	capOf := func(h *Header) (int64, bool) {
+		c := h.MaxDepth
+		h.MaxDepth = nil
+		if c == nil {
+			return 0, false
+		}
+		return *c, true
+	}
+	hc, hok := capOf(&h)
+	oc, ook := capOf(&o)
+	return hc == oc && hok == ook && routeOf(&h) == routeOf(&o) && h == o
 }
 
 // ErrInvalidHeader is wrapped by every error Header.Validate returns.
@@ -89,6 +103,9 @@ func (h Header) Validate() error {
 		return bad("delegationDepth must be a non-negative safe integer: %d", h.DelegationDepth)
 	case h.SeedLength < 0 || h.SeedLength > MaxSafeInteger:
 		return bad("seedLength must be a non-negative safe integer: %d", h.SeedLength)
+	}
+	if h.MaxDepth != nil && (*h.MaxDepth < 0 || *h.MaxDepth > MaxSafeInteger) {
+		return bad("maxDepth must be a non-negative safe integer: %d", *h.MaxDepth)
 	}
 	if h.Route != nil && (h.Route.MaxTokens < 0 || h.Route.MaxTokens > MaxSafeInteger) {
 		return bad("route maxTokens must be a non-negative safe integer: %d", h.Route.MaxTokens)

@@ -277,3 +277,19 @@ func TestWriteFileInReadOnlySandboxIsRejected(t *testing.T) {
 	// Reading stays allowed.
 	requireOK(t, f.runEnv(t, env, "read_file", map[string]any{"path": "notes.txt"}))
 }
+
+func TestUnknownSandboxModeNeverAllowsWrites(t *testing.T) {
+	f := newFixture(t)
+	for _, mode := range []string{"Read-Only", "READ-ONLY", "readonly", "bogus"} {
+		env := Env{Cwd: f.cwd, SandboxMode: mode}
+		res := f.runEnv(t, env, "write_file", map[string]any{"path": "new.txt", "content": "x"})
+		require.True(t, res.IsError, mode)
+		assert.NoFileExists(t, filepath.Join(f.cwd, "new.txt"), mode)
+		assert.EqualError(t, CheckSandboxMode(mode),
+			fmt.Sprintf("unknown sandbox mode %q; known modes: read-only, workspace-write", mode))
+	}
+	requireOK(t, f.runEnv(t, Env{Cwd: f.cwd, SandboxMode: SandboxWorkspaceWrite}, "write_file",
+		map[string]any{"path": "new.txt", "content": "x"}))
+	assert.NoError(t, CheckSandboxMode(""))
+	assert.NoError(t, CheckSandboxMode(SandboxReadOnly))
+}

@@ -5,6 +5,8 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/subflow-dev/subflow/harness/session"
 )
@@ -15,6 +17,30 @@ const (
 	SandboxWorkspaceWrite = "workspace-write"
 	ApprovalNever         = "never"
 )
+
+// SandboxModes are the known sandbox modes, in the order messages list them.
+var SandboxModes = []string{SandboxReadOnly, SandboxWorkspaceWrite}
+
+// CheckSandboxMode rejects a sandbox mode that is not one of SandboxModes, spelled exactly
+// (names are case-sensitive: `Read-Only` is unknown, not read-only). "" (no mode) passes.
+func CheckSandboxMode(mode string) error {
+	if mode == "" {
+		return nil
+	}
+	for _, m := range SandboxModes {
+		if mode == m {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown sandbox mode %q; known modes: %s", mode, strings.Join(SandboxModes, ", "))
+}
+
+// WritesAllowed reports whether a sandbox mode lets tools write without approval: no mode, or
+// workspace-write. Any other mode — read-only, or one that is not known — forbids writes, so a
+// misspelt mode never widens what a tool may do.
+func WritesAllowed(mode string) bool {
+	return mode == "" || mode == SandboxWorkspaceWrite
+}
 
 // Env is what a tool call may know of the agent executing it.
 type Env struct {

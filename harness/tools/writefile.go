@@ -26,8 +26,8 @@ func writeFileTool() Tool {
   "required": ["path", "content"],
   "additionalProperties": false
 }`),
-		// A read-only sandbox forbids writes unless someone approves, and nobody can.
-		NeedsApproval: func(env Env, _ Call) bool { return env.SandboxMode == SandboxReadOnly },
+		// A read-only (or unknown) sandbox forbids writes unless someone approves, and nobody can.
+		NeedsApproval: func(env Env, _ Call) bool { return !WritesAllowed(env.SandboxMode) },
 		Handler:       writeFile,
 	}
 }

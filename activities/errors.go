@@ -21,6 +21,9 @@ const (
 	RuleSessionConflict = "session-conflict"
 	// RuleNoSDKProvider: the worker has no sdk child command configured.
 	RuleNoSDKProvider = "no-sdk-provider"
+	// RuleInvalidSandboxMode: the parent's sandbox mode is not a known one, so it cannot be
+	// delegated (tools.CheckSandboxMode).
+	RuleInvalidSandboxMode = "invalid-sandbox-mode"
 )
 
 // TypeWorkerStopping is the type of the retryable ApplicationError Drive and RunSDKChild
@@ -32,9 +35,12 @@ const TypeWorkerStopping = "worker-stopping"
 // unchanged and retried.
 func rejection(err error) error {
 	var unknownTool *tools.UnknownToolError
+	var unknownMode *tools.UnknownSandboxModeError
 	switch {
 	case errors.As(err, &unknownTool):
 		return temporal.NewNonRetryableApplicationError(unknownTool.Error(), RuleUnknownTool, nil)
+	case errors.As(err, &unknownMode):
+		return temporal.NewNonRetryableApplicationError(err.Error(), RuleInvalidSandboxMode, nil)
 	case errors.Is(err, session.ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(err.Error(), RuleParentNotFound, nil)
 	case errors.Is(err, session.ErrHeaderMismatch):

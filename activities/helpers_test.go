@@ -82,7 +82,7 @@ func (f *fixture) activities(mod ...func(*activities.Config)) *activities.Activi
 		Store:             f.store,
 		Models:            model.NewDefaultRegistry(),
 		Tools:             reg,
-		SDK:               sdkConfig(exe),
+		SDK:               sdkConfig(exe, f.t.TempDir()),
 		HeartbeatInterval: 20 * time.Millisecond,
 		// The zero preset shows every registry tool, the test tools included.
 		Presets: map[string]agent.Preset{agent.DefaultPresetName: {}},
@@ -275,10 +275,10 @@ func (g *gate) tool() tools.Tool {
 }
 
 // sdkConfig runs this test binary as the child runtime, on the fixture's script.
-func sdkConfig(exe string) sdkproc.Config {
+func sdkConfig(exe, sessionRoot string) sdkproc.Config {
 	return sdkproc.Config{
 		Command:  exe,
-		Args:     []string{app.ChildRuntimeArg},
+		Args:     []string{app.ChildRuntimeArg, "--session-root", sessionRoot},
 		Provider: model.ProviderScripted,
 		Model:    "script.json",
 	}

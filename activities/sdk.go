@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -42,7 +43,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 			"activities: this worker has no sdk child command configured", RuleNoSDKProvider, nil)
 	}
 	req := in.Request
-	depth, err := a.sdkParent(ctx, &req)
+	depth, policy, err := a.sdkParent(ctx, &req)
 	if err != nil {
 		return workflows.Outcome{}, err
 	}
@@ -67,10 +68,9 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	})
 	defer stopHeartbeat()
 
-	run, err := a.sdk.StartRun(runCtx, req, sdkproc.RunOptions{
-		ID:     sdkSessionID(in.RunID, activity.GetInfo(ctx).Attempt),
-		Logger: log, // the child's lines carry the workflow, run and child ids too
-	})
+	policy.ID = sdkSessionID(in.RunID, activity.GetInfo(ctx).Attempt)
+	policy.Logger = log // the child's lines carry the workflow, run and child ids too
+	run, err := a.sdk.StartRun(runCtx, req, policy)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -113,27 +113,37 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 }
 
 // sdkParent resolves what the sdk child needs from its parent session, when the store holds
-// it: the cwd (if the request carries none) and the parent's depth. A parent the store does
-// not hold is at depth 0.
-func (a *Activities) sdkParent(ctx context.Context, req *subagent.Request) (int64, error) {
+// it: the cwd (if the request carries none), the parent's depth, and the policy that follows
+// the child (RunOptions.Sandbox and MaxDepth: the parent's sandbox mode and the depth that
+// remains under the parent's subtree cap). A parent the store does not hold is at depth 0.
+func (a *Activities) sdkParent(ctx context.Context, req *subagent.Request) (int64, sdkproc.RunOptions, error) {
+	var policy sdkproc.RunOptions
 	if req.Parent.SessionID == "" {
-		return 1, nil
+		return 1, policy, nil
 	}
-	hd, _, err := a.store.Load(ctx, req.Parent.SessionID)
+	hd, events, err := a.store.Load(ctx, req.Parent.SessionID)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		return 1, nil
+		return 1, policy, nil
 	case err != nil:
-		return 0, fmt.Errorf("activities: load parent %s: %w", req.Parent.SessionID, err)
+		return 0, policy, fmt.Errorf("activities: load parent %s: %w", req.Parent.SessionID, err)
 	}
 	if req.Parent.Cwd == "" {
 		req.Parent.Cwd = hd.Cwd
 	}
-	depth, err := subagent.ChildDepth(hd.DelegationDepth, nil, nil)
+	maxDepth := inprocess.TighterDepth(req.MaxDepth, hd.MaxDepth)
+	depth, err := subagent.ChildDepth(hd.DelegationDepth, nil, maxDepth)
 	if err != nil {
-		return 0, rejection(err)
+		return 0, policy, rejection(err)
 	}
-	return depth, nil
+	if maxDepth != nil {
+		remaining := *maxDepth - depth
+		policy.MaxDepth = &remaining
+	}
+	if policy.Sandbox, err = inprocess.DelegatedSandbox(events); err != nil {
+		return 0, policy, rejection(fmt.Errorf("activities: parent %s: %w", req.Parent.SessionID, err))
+	}
+	return depth, policy, nil
 }
 
 // sdkSessionID is the child runtime's session id of one attempt of run runID: the run id

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -118,4 +119,37 @@ func TestRunSDKChildWithoutCommandIsARejection(t *testing.T) {
 	appErr := requireApplicationError(t, err)
 	assert.Equal(t, activities.RuleNoSDKProvider, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
+}
+
+// TestRunSDKChildFollowsTheParentsPolicy: the parent's read-only sandbox reaches the sdk
+// child (its write is refused, no file appears) and the parent's subtree cap bounds it.
+func TestRunSDKChildFollowsTheParentsPolicy(t *testing.T) {
+	f := newFixture(t,
+		`{"toolCalls": [{"name": "write_file", "input": {"path": "escaped.txt", "content": "x"}}]}`,
+		`{"text": "tried"}`)
+	ev, err := session.NewEvent(session.TypeSandboxMode, session.SandboxModeData{Mode: "read-only", Source: "user"})
+	require.NoError(t, err)
+	require.NoError(t, f.store.Append(context.Background(), parentID, ev))
+	a := f.activities()
+	activities.SetSignal(a, (&signals{}).record)
+	e := newEnv(t, a, worker.Options{})
+
+	out, err := runSDK(e, "run-ro", request("write"))
+	require.NoError(t, err)
+	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	assert.NoFileExists(t, filepath.Join(f.cwd, "escaped.txt"))
+
+	// A parent at its subtree cap cannot delegate to an sdk child either.
+	one := int64(1)
+	require.NoError(t, f.store.Create(context.Background(), session.Header{
+		ID: "capped", Cwd: f.cwd, Origin: session.OriginSubagent, ParentSession: parentID,
+		DelegationDepth: 1, MaxDepth: &one,
+	}))
+	req := request("go deeper")
+	req.Parent.SessionID = "capped"
+	_, err = runSDK(e, "run-deep", req)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, err.Error(), "subagent depth 2 exceeds maxDepth 1")
 }

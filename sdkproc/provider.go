@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 	"github.com/subflow-dev/subflow/subagent"
 )
@@ -74,6 +75,11 @@ type RunOptions struct {
 	// lifecycle, its stderr, the failure warning of R-54), so they carry the caller's fields
 	// such as a workflow id. The provider and run fields are added either way.
 	Logger *zap.Logger
+	// Sandbox is the delegating parent's sandbox mode ("" when it set none), and MaxDepth the
+	// delegation depth that remains below the child (nil when uncapped): both are sent in
+	// initialize, and the runtime enforces them on its tools and its own delegations.
+	Sandbox  string
+	MaxDepth *int64
 }
 
 // Start is StartRun with zero RunOptions.
@@ -98,6 +104,12 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 	cwd, err := p.childCwd(req)
 	if err != nil {
 		return nil, err
+	}
+	if err := tools.CheckSandboxMode(opts.Sandbox); err != nil {
+		return nil, fmt.Errorf("%s: %w", messagePrefix, err)
+	}
+	if opts.MaxDepth != nil && (*opts.MaxDepth < 0 || *opts.MaxDepth > session.MaxSafeInteger) {
+		return nil, fmt.Errorf("%s: remaining maxDepth %d is not a non-negative safe integer", messagePrefix, *opts.MaxDepth)
 	}
 	if ctx.Err() != nil {
 		return nil, ErrAbortedBeforeStart
@@ -126,7 +138,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 	}
 	r.child = c
 	route := session.Route{Provider: p.cfg.Provider, Model: p.cfg.Model, MaxTokens: p.cfg.MaxTokens}.Override(req.AgentOptions)
-	if err := p.handshake(ctx, c, cwd, route); err != nil {
+	if err := p.handshake(ctx, c, cwd, route, opts); err != nil {
 		// Reject only after the reap. The protocol never got going, so no shutdown request;
 		// a done ctx (the caller gave up) skips the graceful steps: no session exists yet.
 		stopErr := c.stop(ctx, ladderOptions{eofGrace: p.cfg.eofGrace, grace: p.cfg.grace})
@@ -155,10 +167,13 @@ func (p *Provider) childCwd(req subagent.Request) (string, error) {
 var errChildExited = errors.New("child exited during the handshake")
 
 // handshake sends initialize exactly once and checks the server identity (SPEC R-61).
-func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route session.Route) error {
-	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model}
+func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route session.Route, opts RunOptions) error {
+	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model, Sandbox: opts.Sandbox}
 	if route.MaxTokens != 0 {
 		params.MaxTokens = json.RawMessage(strconv.FormatInt(route.MaxTokens, 10))
+	}
+	if opts.MaxDepth != nil {
+		params.MaxDepth = json.RawMessage(strconv.FormatInt(*opts.MaxDepth, 10))
 	}
 	var raw json.RawMessage
 	done := make(chan error, 1)

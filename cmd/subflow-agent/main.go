@@ -1,7 +1,7 @@
 // Command subflow-agent is the child runtime of the SDK subprocess provider: an agent runtime
 // serving JSON-RPC 2.0 on stdin/stdout (see package sdkproc/server).
 //
-//	subflow-agent [--config PRESETS.json]
+//	subflow-agent [--config PRESETS.json] [--session-root DIR]
 package main
 
 import (

@@ -22,7 +22,8 @@ const (
 var SandboxModes = []string{SandboxReadOnly, SandboxWorkspaceWrite}
 
 // CheckSandboxMode rejects a sandbox mode that is not one of SandboxModes, spelled exactly
-// (names are case-sensitive: `Read-Only` is unknown, not read-only). "" (no mode) passes.
+// (names are case-sensitive: `Read-Only` is unknown, not read-only), with an
+// *UnknownSandboxModeError. "" (no mode) passes.
 func CheckSandboxMode(mode string) error {
 	if mode == "" {
 		return nil
@@ -32,7 +33,14 @@ func CheckSandboxMode(mode string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown sandbox mode %q; known modes: %s", mode, strings.Join(SandboxModes, ", "))
+	return &UnknownSandboxModeError{Mode: mode}
+}
+
+// UnknownSandboxModeError names a sandbox mode that is not known, and the known ones.
+type UnknownSandboxModeError struct{ Mode string }
+
+func (e *UnknownSandboxModeError) Error() string {
+	return fmt.Sprintf("unknown sandbox mode %q; known modes: %s", e.Mode, strings.Join(SandboxModes, ", "))
 }
 
 // WritesAllowed reports whether a sandbox mode lets tools write without approval: no mode, or

@@ -65,13 +65,16 @@ type process struct {
 	stdout *syncBuffer
 	stderr *syncBuffer
 	exited chan struct{}
+	// sessions is the runtime's session root.
+	sessions string
 }
 
 func startProcess(tb testing.TB, cwd string) *process {
 	tb.Helper()
-	cmd := exec.Command(agentBinary(tb))
+	sessions := tb.TempDir()
+	cmd := exec.Command(agentBinary(tb), "--session-root", sessions)
 	cmd.Dir = cwd
-	p := &process{cmd: cmd, notes: &noteLog{}, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{cmd: cmd, sessions: sessions, notes: &noteLog{}, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()
 	require.NoError(tb, err)
@@ -150,7 +153,7 @@ func TestBinaryServesFramesAndHandlesSignals(t *testing.T) {
 			assert.JSONEq(t, `"2.0"`, string(m["jsonrpc"]), "stdout line %q", line)
 		}
 		// The transcript is in the runtime's own session root.
-		_, logged, err := loadSession(t, cwd, "bin-1")
+		_, logged, err := loadSession(t, p.sessions, "bin-1")
 		require.NoError(t, err)
 		assert.Len(t, logged, len(evs))
 	})

@@ -12,18 +12,21 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 )
 
 // User-visible error messages of the protocol (SPEC ).
 const (
 	msgBadMaxTokens     = "initialize maxTokens must be a positive safe integer"
+	msgBadMaxDepth      = "initialize maxDepth must be a non-negative safe integer"
 	msgShuttingDown     = "SDK server is shutting down"
 	msgNotInitialized   = "session/prompt before initialize: send initialize first"
 	msgInitializedTwice = "initialize: the runtime is already initialized"
 )
 
-// initialize fixes the runtime's cwd and route and opens its session store under the cwd.
+// initialize fixes the runtime's cwd, route and delegated policy (sandbox mode, remaining
+// depth) and opens its session store in the runtime's own session root.
 func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error) {
 	var p wire.InitializeParams
 	if err := decodeParams(raw, &p); err != nil {
@@ -36,6 +39,17 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 			return nil, errors.New(msgBadMaxTokens)
 		}
 		route.MaxTokens = n
+	}
+	if err := tools.CheckSandboxMode(p.Sandbox); err != nil {
+		return nil, fmt.Errorf("initialize sandbox: %w", err)
+	}
+	var maxDepth *int64
+	if p.MaxDepth != nil {
+		n, ok := safeInteger(p.MaxDepth, 0)
+		if !ok {
+			return nil, errors.New(msgBadMaxDepth)
+		}
+		maxDepth = &n
 	}
 	if _, err := s.models.Lookup(p.Provider); err != nil {
 		return nil, err // "no adapter registered for provider \"<p>\""
@@ -55,11 +69,14 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	case s.store != nil:
 		return nil, errors.New(msgInitializedTwice)
 	}
-	store, err := session.NewFileStore(filepath.Join(p.Cwd, SessionsDir))
+	if err := os.MkdirAll(s.sessionRoot, 0o700); err != nil {
+		return nil, fmt.Errorf("initialize: open session store: %w", err)
+	}
+	store, err := session.NewFileStore(s.sessionRoot)
 	if err != nil {
 		return nil, fmt.Errorf("initialize: open session store: %w", err)
 	}
-	s.store, s.cwd, s.route = store, p.Cwd, &route
+	s.store, s.cwd, s.route, s.sandbox, s.maxDepth = store, p.Cwd, &route, p.Sandbox, maxDepth
 	return wire.InitializeResult{ServerInfo: wire.ServerInfo{Name: wire.ServerName, Version: s.version}}, nil
 }
 
@@ -103,17 +120,14 @@ func (s *server) sessionLocked(ctx context.Context, id string) (*sessionState, e
 	}
 	_, _, err := s.store.Load(ctx, id)
 	if errors.Is(err, session.ErrNotFound) {
-		route := *s.route
-		err = s.store.Create(ctx, session.Header{
-			ID: id, Cwd: s.cwd, Route: &route, AgentPreset: s.preset.Name,
-		})
+		err = s.createSession(ctx, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("session/prompt %s: %w", id, err)
 	}
 	a, err := agent.Open(ctx, agent.Options{
 		Store: s.store, SessionID: id, Models: s.models, Tools: s.tools, Preset: s.preset,
-		Logger: s.log,
+		Logger: s.log, Protected: []string{s.sessionRoot},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("session/prompt %s: %w", id, err)
@@ -122,6 +136,40 @@ func (s *server) sessionLocked(ctx context.Context, id string) (*sessionState, e
 	s.sessions[id] = st
 	return st, nil
 }
+
+// createSession creates a session with the initialize cwd, route and remaining depth (as the
+// header's subtree cap, below depth 0) and the delegated policy: the parent's sandbox mode, and
+// approval policy "never" — as an in-process child gets them (SPEC R-24). The caller holds
+// s.mu.
+func (s *server) createSession(ctx context.Context, id string) error {
+	route := *s.route
+	if err := s.store.Create(ctx, session.Header{
+		ID: id, Cwd: s.cwd, Route: &route, AgentPreset: s.preset.Name, MaxDepth: s.maxDepth,
+	}); err != nil {
+		return err
+	}
+	if s.sandbox == "" {
+		return nil
+	}
+	var setup []session.Event
+	for _, e := range []struct {
+		typ  string
+		data any
+	}{
+		{session.TypeSandboxMode, session.SandboxModeData{Mode: s.sandbox, Source: sourceDelegation}},
+		{session.TypeApprovalPolicy, session.ApprovalPolicyData{Policy: tools.ApprovalNever, Source: sourceDelegation}},
+	} {
+		ev, err := session.NewEvent(e.typ, e.data)
+		if err != nil {
+			return err
+		}
+		setup = append(setup, ev)
+	}
+	return s.store.Append(ctx, id, session.Renumber(setup, 0)...)
+}
+
+// sourceDelegation marks the policy events a session gets from the delegating parent.
+const sourceDelegation = "delegation"
 
 // shutdown only acknowledges: serve starts the disposal once the reply is written.
 func (s *server) shutdown(context.Context, json.RawMessage) (any, error) {
@@ -144,13 +192,16 @@ func decodeParams(raw json.RawMessage, v any) error {
 
 // positiveSafeInteger reports the value of a JSON number that is an integer in [1, 2^53−1].
 // Like JavaScript, 1.0 and 1e3 count as integers; strings, null and 2^53 do not.
-func positiveSafeInteger(raw json.RawMessage) (int64, bool) {
+func positiveSafeInteger(raw json.RawMessage) (int64, bool) { return safeInteger(raw, 1) }
+
+// safeInteger reports the value of a JSON number that is an integer in [min, 2^53−1].
+func safeInteger(raw json.RawMessage, min float64) (int64, bool) {
 	var n json.Number
 	if err := json.Unmarshal(raw, &n); err != nil || !bytes.Equal(bytes.TrimSpace(raw), []byte(n)) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || f < 1 || !session.IsSafeInteger(f) {
+	if err != nil || f < min || !session.IsSafeInteger(f) {
 		return 0, false
 	}
 	return int64(f), true

@@ -126,14 +126,16 @@ func (l *noteLog) waitEvent(t *testing.T, id, typ string) {
 
 // runtime is a Run in this process with a wire.Conn client over two pipes.
 type runtime struct {
-	t      *testing.T
-	cwd    string
-	conn   *wire.Conn
-	notes  *noteLog
-	stderr *syncBuffer
-	stdin  *io.PipeWriter
-	cancel context.CancelFunc
-	code   chan int
+	t   *testing.T
+	cwd string
+	// sessions is the runtime's session root, apart from the cwd.
+	sessions string
+	conn     *wire.Conn
+	notes    *noteLog
+	stderr   *syncBuffer
+	stdin    *io.PipeWriter
+	cancel   context.CancelFunc
+	code     chan int
 }
 
 // startRuntime starts Run with a fresh working directory as cwd. mod may change the options.
@@ -141,8 +143,8 @@ func startRuntime(t *testing.T, mod ...func(*Options)) *runtime {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	r := &runtime{t: t, cwd: t.TempDir(), notes: &noteLog{}, stderr: &syncBuffer{}, stdin: inW, code: make(chan int, 1)}
-	opts := Options{In: inR, Out: outW, Err: r.stderr, Version: "test-version"}
+	r := &runtime{t: t, cwd: t.TempDir(), sessions: t.TempDir(), notes: &noteLog{}, stderr: &syncBuffer{}, stdin: inW, code: make(chan int, 1)}
+	opts := Options{In: inR, Out: outW, Err: r.stderr, Version: "test-version", SessionRoot: r.sessions}
 	for _, m := range mod {
 		m(&opts)
 	}

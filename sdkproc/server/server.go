@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -45,8 +47,21 @@ const (
 // DefaultVersion is reported in serverInfo when Options.Version is empty.
 const DefaultVersion = "dev"
 
-// SessionsDir is where, under the initialize cwd, the runtime keeps its sessions.
-const SessionsDir = ".subflow/sessions"
+// DefaultSessionRoot returns where the runtime keeps its sessions when Options.SessionRoot is
+// empty: $XDG_STATE_HOME/subflow/sdk-sessions, else ~/.local/state/subflow/sdk-sessions. It is
+// private to the runtime: outside every cwd a client may send (unless that cwd contains the
+// home directory), and the file tools refuse it whatever the cwd.
+func DefaultSessionRoot() (string, error) {
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("server: session root: %w (pass --session-root)", err)
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "subflow", "sdk-sessions"), nil
+}
 
 // closeTimeout bounds how long disposing the agents may take at shutdown; the client's dispose
 // ladder escalates to signals after its own grace periods anyway.
@@ -68,6 +83,9 @@ type Options struct {
 	ConfigPath string
 	// Version is reported in serverInfo; "" means DefaultVersion.
 	Version string
+	// SessionRoot is the directory of the runtime's own session store (created 0700 if
+	// absent); "" means DefaultSessionRoot. Never under a tool root: the file tools refuse it.
+	SessionRoot string
 	// Logger receives diagnostics; nil logs JSON lines to Err.
 	Logger *zap.Logger
 }
@@ -133,6 +151,9 @@ type server struct {
 	mu           sync.Mutex
 	route        *session.Route // set by initialize
 	cwd          string
+	sandbox      string // the delegating parent's sandbox mode, set by initialize
+	maxDepth     *int64 // the remaining delegation depth, set by initialize
+	sessionRoot  string // Options.SessionRoot or DefaultSessionRoot
 	store        *session.FileStore
 	sessions     map[string]*sessionState
 	shuttingDown bool
@@ -170,6 +191,17 @@ func newServer(opts Options, log *zap.Logger) (*server, error) {
 	if version == "" {
 		version = DefaultVersion
 	}
+	root := opts.SessionRoot
+	if root == "" {
+		var err error
+		if root, err = DefaultSessionRoot(); err != nil {
+			return nil, err
+		}
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("server: session root %q: %w", opts.SessionRoot, err)
+	}
 	enc := wire.NewEncoder(opts.Out)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{
@@ -184,6 +216,8 @@ func newServer(opts Options, log *zap.Logger) (*server, error) {
 		cancel:   cancel,
 		stop:     make(chan struct{}),
 		sessions: make(map[string]*sessionState),
+
+		sessionRoot: root,
 	}
 	s.handlers = map[string]handler{
 		wire.MethodInitialize:    s.initialize,

@@ -54,7 +54,7 @@ func TestInitializeMaxTokensReachesTheSessionRoute(t *testing.T) {
 	r.prompt("s1", "hello")
 	r.notes.waitIdle(t, "s1")
 
-	h, _, err := loadSession(t, r.cwd, "s1")
+	h, _, err := loadSession(t, r.sessions, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, &session.Route{Provider: "scripted", Model: script, MaxTokens: session.MaxSafeInteger}, h.Route)
 }
@@ -129,7 +129,7 @@ func TestPromptNewSession(t *testing.T) {
 
 	// The transcript stays in the runtime's own session root, under its cwd (R-56), and the
 	// notifications are exactly the log.
-	h, logged, err := loadSession(t, r.cwd, "child-1")
+	h, logged, err := loadSession(t, r.sessions, "child-1")
 	require.NoError(t, err)
 	assert.Equal(t, session.Header{
 		ID: "child-1", Cwd: r.cwd, AgentPreset: agent.DefaultPresetName,
@@ -234,7 +234,7 @@ func TestShutdownRepliesThenDisposesAndExits0(t *testing.T) {
 		lastTurnEnd(t, events(notes)).Reason)
 
 	// The disposed turn is durable in the session log.
-	_, logged, err := loadSession(t, r.cwd, "s1")
+	_, logged, err := loadSession(t, r.sessions, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, session.TypeTurnEnd, logged[len(logged)-1].Type)
 }
@@ -306,10 +306,10 @@ func TestConfigPresetReplacesTheDefault(t *testing.T) {
 	}
 }
 
-// loadSession reads a session from the runtime's own session root under cwd.
-func loadSession(t *testing.T, cwd, id string) (session.Header, []session.Event, error) {
+// loadSession reads a session from the runtime's own session root.
+func loadSession(t *testing.T, root, id string) (session.Header, []session.Event, error) {
 	t.Helper()
-	store, err := session.NewFileStore(filepath.Join(cwd, SessionsDir))
+	store, err := session.NewFileStore(root)
 	require.NoError(t, err)
 	defer store.Close()
 	return store.Load(context.Background(), id)
@@ -324,3 +324,41 @@ func quote(s string) string {
 type emptyReader struct{}
 
 func (emptyReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+func TestInitializeValidatesSandboxAndMaxDepth(t *testing.T) {
+	for _, tc := range []struct {
+		params wire.InitializeParams
+		msg    string
+	}{
+		{wire.InitializeParams{Sandbox: "Read-Only"}, `initialize sandbox: unknown sandbox mode "Read-Only"; known modes: read-only, workspace-write`},
+		{wire.InitializeParams{MaxDepth: json.RawMessage(`-1`)}, "initialize maxDepth must be a non-negative safe integer"},
+		{wire.InitializeParams{MaxDepth: json.RawMessage(`1.5`)}, "initialize maxDepth must be a non-negative safe integer"},
+	} {
+		r := startRuntime(t)
+		tc.params.Cwd, tc.params.Provider = r.cwd, "scripted"
+		err := r.call(wire.MethodInitialize, tc.params, nil)
+		assert.Equal(t, tc.msg, rpcError(t, err).Message)
+	}
+}
+
+// TestDelegatedPolicyReachesSessions: initialize's sandbox mode and remaining depth are in
+// every session the runtime creates — the mode as delegated policy events, the depth as the
+// header's subtree cap — so its tools and nested delegations obey them.
+func TestDelegatedPolicyReachesSessions(t *testing.T) {
+	r := startRuntime(t)
+	r.script(`{"toolCalls": [{"name": "write_file", "input": {"path": "x.txt", "content": "x"}}]}`, `{"text": "done"}`)
+	var res wire.InitializeResult
+	require.NoError(t, r.call(wire.MethodInitialize, wire.InitializeParams{
+		Cwd: r.cwd, Provider: "scripted", Model: "script.json", Sandbox: "read-only", MaxDepth: json.RawMessage(`0`),
+	}, &res))
+	r.prompt("s1", "write")
+	r.notes.waitIdle(t, "s1")
+	h, logged, err := loadSession(t, r.sessions, "s1")
+	require.NoError(t, err)
+	require.NotNil(t, h.MaxDepth)
+	assert.Equal(t, int64(0), *h.MaxDepth)
+	require.GreaterOrEqual(t, len(logged), 2)
+	assert.Equal(t, session.TypeSandboxMode, logged[0].Type)
+	assert.Equal(t, session.TypeApprovalPolicy, logged[1].Type)
+	assert.NoFileExists(t, filepath.Join(r.cwd, "x.txt"))
+}

@@ -29,11 +29,18 @@ const (
 
 // InitializeParams are the params of initialize. MaxTokens is kept as a JSON number (nil when
 // absent) so the runtime can reject a non-integer with the exact message of R-61.
+//
+// Sandbox and MaxDepth are the subflow extension of R-61: the delegating parent's sandbox mode
+// ("" when it set none) and the delegation depth that remains below the runtime's sessions
+// (absent when uncapped; 0 forbids the runtime's own delegations). A runtime enforces them on
+// its tools and its nested delegations.
 type InitializeParams struct {
 	Cwd       string          `json:"cwd"`
 	Provider  string          `json:"provider"`
 	Model     string          `json:"model"`
 	MaxTokens json.RawMessage `json:"maxTokens,omitempty"`
+	Sandbox   string          `json:"sandbox,omitempty"`
+	MaxDepth  json.RawMessage `json:"maxDepth,omitempty"`
 }
 
 // ServerInfo identifies the runtime.

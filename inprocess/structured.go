@@ -31,15 +31,15 @@ const (
 	StructuredAck = "Structured output recorded."
 )
 
-// structured is the runtime of one structured child: it stages valid values by call id,
-// commits the one whose execution ends successfully, then ends the turn after that step and
-// denies every later call.
+// structured is the runtime of one structured child: it commits the first execution of its
+// tool that ends successfully, then ends the turn after that step and denies every later call.
+// Executions are told apart by the observer, which sees each one's own call and result, never
+// by call id: a model may repeat an id.
 type structured struct {
 	schema   *jsonschema.Schema
 	conclude func()
 
 	mu        sync.Mutex
-	staged    map[string]json.RawMessage
 	committed bool
 }
 
@@ -54,7 +54,6 @@ func installStructured(a *agent.Agent, schema json.RawMessage, committed bool) (
 	s := &structured{
 		schema:    compiled,
 		conclude:  a.ConcludeAfterStep,
-		staged:    make(map[string]json.RawMessage),
 		committed: committed,
 	}
 	scope := a.Scope()
@@ -77,15 +76,12 @@ func installStructured(a *agent.Agent, schema json.RawMessage, committed bool) (
 	}, nil
 }
 
-// handle validates a call and stages its value. An invalid value is an error result the
-// model may answer with another call in the same turn.
+// handle validates a call's value. An invalid value is an error result the model may answer
+// with another call in the same turn; a valid one is committed by observe.
 func (s *structured) handle(_ context.Context, _ tools.Env, call tools.Call) (tools.Result, error) {
 	if err := subagent.ValidateValue(s.schema, call.Input); err != nil {
 		return tools.Result{}, fmt.Errorf("invalid arguments: %w", err)
 	}
-	s.mu.Lock()
-	s.staged[call.ID] = call.Input
-	s.mu.Unlock()
 	return tools.TextResult(StructuredAck), nil
 }
 
@@ -100,16 +96,16 @@ func (s *structured) guard(_ context.Context, _ tools.Env, call tools.Call) stri
 	return fmt.Sprintf("structured output already recorded: the run is complete, so `%s` is not executed", call.Name)
 }
 
-// observe commits the value staged by a call whose final result succeeded, and asks the
-// agent to end the turn after this step.
+// observe commits the value of an execution whose final result succeeded — only the handler
+// gives a structured_output call a successful result, after validating it — and asks the
+// agent to end the turn after this step. The value itself is read from the log
+// (committedValue), where the same execution's input and result sit.
 func (s *structured) observe(_ tools.Env, call tools.Call, res tools.Result) {
 	if call.Name != StructuredToolName {
 		return
 	}
 	s.mu.Lock()
-	_, staged := s.staged[call.ID]
-	delete(s.staged, call.ID)
-	commit := staged && !res.IsError && !s.committed
+	commit := !res.IsError && !s.committed
 	if commit {
 		s.committed = true
 	}

@@ -110,3 +110,15 @@ func TestTemporalLoggerWritesKeyValuesAsFields(t *testing.T) {
 	assert.Equal(t, zapcore.WarnLevel, entries[1].Level)
 	assert.Equal(t, map[string]any{"WorkflowID": "w1", "Attempt": int64(2)}, entries[1].ContextMap())
 }
+
+// TestSDKConfigHandsOverModelVariablesAndChildEnv: sdk children get an allowlisted
+// environment, so the worker names what they need: the model variables explicitly, and the
+// operator's --child-env names.
+func TestSDKConfigHandsOverModelVariablesAndChildEnv(t *testing.T) {
+	t.Setenv("DEEPSEEK_API_KEY", "k")
+	t.Setenv("DEEPSEEK_BASE_URL", "http://127.0.0.1:1/v1")
+	cfg := sdkConfig(Options{SDKCommand: "/bin/agent", ChildEnv: []string{"MY_VAR"}})
+	assert.Equal(t, "k", cfg.Env["DEEPSEEK_API_KEY"])
+	assert.Equal(t, "http://127.0.0.1:1/v1", cfg.Env["DEEPSEEK_BASE_URL"])
+	assert.Equal(t, []string{"MY_VAR"}, cfg.ChildEnv)
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -73,7 +74,7 @@ func cancelRuns(b *testing.B, provider string, n int) (lat, exit, closed []time.
 	defer stop()
 	dir := b.TempDir()
 	scriptPath := slowScript(b, dir)
-	store, err := session.NewFileStore(filepath.Join(env.tmp, "sessions"))
+	store, err := filestore.New(filepath.Join(env.tmp, "sessions"))
 	require.NoError(b, err)
 	defer store.Close()
 
@@ -140,7 +141,7 @@ func prepare(ctx context.Context, provider, dir, scriptPath string) ready {
 // waitTurnEnd polls the child session until its turn ends and returns the time from begin
 // to the turn/end event's timestamp, checking that the turn was aborted by the parent. The
 // worker runs in this process, so the timestamp is on this clock; polling only finds it.
-func waitTurnEnd(ctx context.Context, b *testing.B, store *session.FileStore, childID string, begin time.Time) time.Duration {
+func waitTurnEnd(ctx context.Context, b *testing.B, store *filestore.Store, childID string, begin time.Time) time.Duration {
 	for {
 		_, events, err := store.Load(ctx, childID)
 		require.NoError(b, err)

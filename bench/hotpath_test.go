@@ -17,6 +17,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/subagent"
@@ -183,7 +184,7 @@ func directRuns(b *testing.B, n int) []time.Duration {
 	ctx := context.Background()
 	dir := b.TempDir()
 	script := doneScript(b, dir)
-	store, err := session.NewFileStore(filepath.Join(dir, "sessions"))
+	store, err := filestore.New(filepath.Join(dir, "sessions"))
 	require.NoError(b, err)
 	defer store.Close()
 	models := &model.Registry{}

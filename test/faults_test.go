@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
@@ -337,9 +338,9 @@ func alive(pid int) bool {
 }
 
 // openFileStore opens a second FileStore on a session root, for the test to read.
-func openFileStore(t testing.TB, root string) *session.FileStore {
+func openFileStore(t testing.TB, root string) *filestore.Store {
 	t.Helper()
-	s, err := session.NewFileStore(root)
+	s, err := filestore.New(root)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s

@@ -15,6 +15,7 @@ import (
 
 	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -164,7 +165,7 @@ type toolResult struct {
 // toolResults returns the subagent tool results stored in a session's log, in order.
 func toolResults(t testing.TB, sessionID string) []toolResult {
 	t.Helper()
-	store, err := session.NewFileStore(env.sessionRoot)
+	store, err := filestore.New(env.sessionRoot)
 	require.NoError(t, err)
 	defer func() { _ = store.Close() }()
 	_, events, err := store.Load(context.Background(), sessionID)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 )
 
@@ -55,7 +56,7 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	case s.store != nil:
 		return nil, errors.New(msgInitializedTwice)
 	}
-	store, err := session.NewFileStore(filepath.Join(p.Cwd, SessionsDir))
+	store, err := filestore.New(filepath.Join(p.Cwd, SessionsDir))
 	if err != nil {
 		return nil, fmt.Errorf("initialize: open session store: %w", err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 )
@@ -133,7 +134,7 @@ type server struct {
 	mu           sync.Mutex
 	route        *session.Route // set by initialize
 	cwd          string
-	store        *session.FileStore
+	store        *filestore.Store
 	sessions     map[string]*sessionState
 	shuttingDown bool
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/pgstore"
 )
 
@@ -34,7 +35,7 @@ func Open(ctx context.Context, spec string) (Store, error) {
 	if spec == "" {
 		return nil, fmt.Errorf("storeopen: open: the spec is empty (want a directory or a postgres:// URL)")
 	}
-	return session.NewFileStore(spec)
+	return filestore.New(spec)
 }
 
 // FromEnv opens the store $SUBFLOW_SESSION_STORE names, or a file store at defaultRoot when

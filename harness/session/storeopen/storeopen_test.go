@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/pgstore"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
 )
@@ -21,7 +21,7 @@ func TestOpenFileStore(t *testing.T) {
 	s, err := storeopen.Open(ctx, root)
 	require.NoError(t, err)
 	defer s.Close()
-	fs, ok := s.(*session.FileStore)
+	fs, ok := s.(*filestore.Store)
 	require.True(t, ok, "a directory opens a file store, got %T", s)
 	assert.Equal(t, root, fs.Root())
 
@@ -35,14 +35,14 @@ func TestFromEnv(t *testing.T) {
 	s, err := storeopen.FromEnv(ctx, root)
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, root, s.(*session.FileStore).Root(), "unset means the default root")
+	assert.Equal(t, root, s.(*filestore.Store).Root(), "unset means the default root")
 
 	other := t.TempDir()
 	t.Setenv(storeopen.EnvVar, other)
 	s2, err := storeopen.FromEnv(ctx, root)
 	require.NoError(t, err)
 	defer s2.Close()
-	assert.Equal(t, other, s2.(*session.FileStore).Root())
+	assert.Equal(t, other, s2.(*filestore.Store).Root())
 }
 
 func TestOpenPostgres(t *testing.T) {

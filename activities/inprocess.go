@@ -12,7 +12,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
-	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -23,7 +23,7 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 	log := a.logger(ctx, in.ChildID)
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
-		RunTools: []string{subagent.ToolName},
+		RunTools: []string{subagenttool.Name},
 	})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, inprocess.ErrAbortedBeforePublication) {

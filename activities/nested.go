@@ -16,6 +16,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -49,14 +50,14 @@ func checkSubagentTool(provider string, maxDepth subagent.MaxDepthSetting) error
 // subagentTool returns the subagent tool of the drive running under the activity context
 // actx: its calls delegate through nested StartSubagent runs on this worker's task queue.
 func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
-	return subagent.NewTool(subagent.ToolOptions{
+	return subagenttool.New(subagenttool.Options{
 		DefaultProvider: a.nestedProvider,
 		MaxDepth:        a.nestedMaxDepth,
 		Capabilities: func(p string) (subagent.Capabilities, bool) {
 			caps, ok := workflows.Capabilities[p]
 			return caps, ok
 		},
-		Delegate: func(ctx context.Context, call subagent.DelegateCall) (subagent.Result, error) {
+		Delegate: func(ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
 			return a.delegate(actx, ctx, call)
 		},
 	})
@@ -75,7 +76,7 @@ func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
 // the nested run is cancelled and its aborted outcome, partial output included, is the
 // result. When the calling agent is only suspended (the worker is stopping), the nested run
 // goes on and the retried drive attaches to it again.
-func (a *Activities) delegate(actx, ctx context.Context, call subagent.DelegateCall) (subagent.Result, error) {
+func (a *Activities) delegate(actx, ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
 	info := activity.GetInfo(actx)
 	c := a.client(actx)
 	in := workflows.StartInput{Provider: call.Provider, Request: call.Request, ChildID: NestedChildID(call.Request.Parent.SessionID, call.CallID)}

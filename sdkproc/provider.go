@@ -14,6 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/subagent/workdir"
 )
 
 // ErrAbortedBeforeStart is returned by Start when its context is already done; nothing was
@@ -138,11 +139,11 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 // childCwd applies SPEC R-51: the configured cwd (resolved at load) wins, else the parent
 // session's; the choice is checked again because a directory can vanish after load.
 func (p *Provider) childCwd(req subagent.Request) (string, error) {
-	opts := subagent.CwdOptions{Prefix: messagePrefix, ParentCwd: req.Parent.Cwd}
+	opts := workdir.Options{Prefix: messagePrefix, ParentCwd: req.Parent.Cwd}
 	if p.cfg.Cwd != nil {
 		opts.ConfigCwd = &p.cfg.cwd
 	}
-	return subagent.ResolveCwd(opts)
+	return workdir.Resolve(opts)
 }
 
 // errChildExited is the handshake's failure when the process exits before answering.

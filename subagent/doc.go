@@ -8,8 +8,7 @@
 // (InProcessStopReason, SDKStopReason), the descriptor event payload, the tool-facing
 // renderings (ToolError, RenderResult), the maxDepth setting of the subagent tool
 // (MaxDepthSetting), the accepted JSON schema subset for structured output (CheckSchema,
-// CompileSchema, ValidateValue), the working-directory rules (ResolveCwd) and environment
-// scrubbing for child processes (ScrubEnv).
+// CompileSchema, ValidateValue) and environment scrubbing for child processes (ScrubEnv).
 //
 // Every start-check failure is a *ValidationError whose Error() is the exact user-visible
 // message and whose Rule is a short stable kebab-case name; a depth overflow past maxDepth is
@@ -20,6 +19,8 @@
 //
 // recognises all of them alike.
 //
-// The package does no I/O, with one exception: ResolveCwd checks that the chosen directory
-// exists and resolves its symlinks.
+// The package does no I/O, so workflow code may import it (an import test in package
+// workflows enforces it). What needs I/O lives beside it: the model-facing subagent tool in
+// subagent/tool (it builds on harness/tools) and the working-directory rules, which stat the
+// chosen directory, in subagent/workdir.
 package subagent

@@ -54,7 +54,7 @@ func (r *Registry) Lookup(name string) (Provider, error) {
 	if p, ok := r.providers[name]; ok {
 		return p, nil
 	}
-	return nil, invalid(RuleUnknownProvider, "no subagent provider registered for %q", name)
+	return nil, Rejectf(RuleUnknownProvider, "no subagent provider registered for %q", name)
 }
 
 // Names returns the registered provider names, sorted.

@@ -17,6 +17,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -29,7 +30,7 @@ func subagentCall(t testing.TB, inputs ...map[string]any) string {
 	}
 	calls := make([]call, len(inputs))
 	for i, in := range inputs {
-		calls[i] = call{Name: subagent.ToolName, Input: in}
+		calls[i] = call{Name: subagenttool.Name, Input: in}
 	}
 	raw, err := json.Marshal(map[string]any{"toolCalls": calls})
 	require.NoError(t, err)
@@ -173,7 +174,7 @@ func toolResults(t testing.TB, sessionID string) []toolResult {
 	var out []toolResult
 	for _, ev := range events {
 		var d session.ToolResultData
-		if ev.Type != session.TypeToolResult || ev.Decode(&d) != nil || d.Name != subagent.ToolName {
+		if ev.Type != session.TypeToolResult || ev.Decode(&d) != nil || d.Name != subagenttool.Name {
 			continue
 		}
 		out = append(out, toolResult{session.JoinText(d.Content), d.IsError})

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
@@ -81,7 +82,7 @@ func (a *Activities) delegate(actx, ctx context.Context, call subagenttool.Deleg
 	c := a.client(actx)
 	in := workflows.StartInput{Provider: call.Provider, Request: call.Request, ChildID: NestedChildID(call.Request.Parent.SessionID, call.CallID)}
 	id := workflows.WorkflowID(in.ChildID)
-	opts := workflows.StartWorkflowOptions(id, info.TaskQueue, in)
+	opts := subflow.StartWorkflowOptions(id, info.TaskQueue, in)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	// SDK v1.50 keeps workflow links internal (Nexus only): the parent link is a line of the

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -157,7 +158,7 @@ func warmUp(ctx context.Context, b *testing.B, queue, dir string) {
 	path := filepath.Join(dir, "done.json")
 	require.NoError(b, os.WriteFile(path, []byte(`{"responses": [{"text": "done"}]}`), 0o644))
 	for range 5 {
-		_, run, err := workflows.Start(ctx, env.c, workflows.StartOptions{
+		_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{
 			TaskQueue: queue, Input: rootInput(workflows.ProviderSpawn, dir, path)})
 		require.NoError(b, err)
 		require.NoError(b, run.Get(ctx, nil))

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
@@ -260,7 +261,7 @@ func runOne(ctx context.Context, c client.Client, s showcase, f runFlags) demoRe
 		res.err = err
 		return res
 	}
-	pub, wr, err := workflows.Start(ctx, c, opts)
+	pub, wr, err := subflow.Start(ctx, c, opts)
 	if err != nil {
 		res.err = err
 		return res
@@ -300,7 +301,7 @@ func cancelWhenStreaming(ctx context.Context, c client.Client, wr client.Workflo
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for time.Now().Before(deadline) {
-		st, err := workflows.Describe(ctx, c, wr.GetID(), wr.GetRunID())
+		st, err := subflow.Describe(ctx, c, wr.GetID(), wr.GetRunID())
 		if err == nil && st.Progress != nil && st.Progress.Tail != "" {
 			break
 		}

@@ -14,12 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-func parseRun(t *testing.T, args ...string) (workflows.StartOptions, error) {
+func parseRun(t *testing.T, args ...string) (subflow.StartOptions, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("starter run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

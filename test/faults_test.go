@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
@@ -132,7 +133,7 @@ func (f *faultEnv) start(in workflows.StartInput) (workflows.Published, client.W
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
 	defer cancel()
-	pub, run, err := workflows.Start(ctx, f.c, workflows.StartOptions{TaskQueue: f.taskQueue, Input: in})
+	pub, run, err := subflow.Start(ctx, f.c, subflow.StartOptions{TaskQueue: f.taskQueue, Input: in})
 	require.NoError(t, err)
 	return pub, run
 }

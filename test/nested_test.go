@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/activities"
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
@@ -114,7 +115,7 @@ func TestNestedCancel(t *testing.T) {
 	nestedID := workflows.WorkflowID(activities.NestedChildID(pub.ChildID, "call_0_0"))
 	var nested workflows.Status
 	require.Eventually(t, func() bool {
-		st, err := workflows.Describe(context.Background(), env.c, nestedID, "")
+		st, err := subflow.Describe(context.Background(), env.c, nestedID, "")
 		nested = st
 		return err == nil && st.Progress != nil && st.Progress.Tail != ""
 	}, waitLimit, 50*time.Millisecond, "the nested run never streamed")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -90,7 +91,7 @@ func TestRejectedOverMaxDepth(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	_, _, err := workflows.Start(ctx, env.c, workflows.StartOptions{WorkflowID: id, TaskQueue: env.taskQueue, Input: in})
+	_, _, err := subflow.Start(ctx, env.c, subflow.StartOptions{WorkflowID: id, TaskQueue: env.taskQueue, Input: in})
 	var ve *subagent.ValidationError
 	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, "subagent depth 1 exceeds maxDepth 0", ve.Error())

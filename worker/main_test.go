@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
@@ -72,7 +73,7 @@ func TestWorkerProgramLogsIDsAndServesMetrics(t *testing.T) {
 		},
 		Root: &workflows.RootSession{Cwd: tmp, Route: route},
 	}
-	pub, run, err := workflows.Start(ctx, c, workflows.StartOptions{TaskQueue: taskQueue, Input: in})
+	pub, run, err := subflow.Start(ctx, c, subflow.StartOptions{TaskQueue: taskQueue, Input: in})
 	require.NoError(t, err)
 	var result workflows.Outcome
 	require.NoError(t, run.Get(ctx, &result))

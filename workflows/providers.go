@@ -102,3 +102,14 @@ func isRejectionType(t string) bool {
 	}
 	return false
 }
+
+// Rejection returns the request rejection err carries — an update failure of Start or the
+// failure of a StartSubagent run — as a *subagent.ValidationError with the exact message
+// and the rule, or nil when err is no rejection.
+func Rejection(err error) *subagent.ValidationError {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || !isRejectionType(appErr.Type()) {
+		return nil
+	}
+	return &subagent.ValidationError{Rule: appErr.Type(), Message: appErr.Message()}
+}

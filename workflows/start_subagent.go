@@ -371,8 +371,9 @@ func (r *run) childID(ctx workflow.Context) (string, error) {
 
 func newID(workflow.Context) any { return uuid.NewString() }
 
-// startAttributes are the search attributes known before anything runs.
-func startAttributes(in StartInput) []temporal.SearchAttributeUpdate {
+// StartAttributes are the search attributes of a run known before anything runs: the
+// workflow upserts them first and a client may set them at start.
+func StartAttributes(in StartInput) []temporal.SearchAttributeUpdate {
 	var attrs []temporal.SearchAttributeUpdate
 	for _, a := range startAttrs(in) {
 		attrs = append(attrs, a.update)
@@ -408,7 +409,7 @@ func startAttrs(in StartInput) []startAttr {
 // nested runs set them all, a run started by hand may set none), which is usually none.
 func (r *run) startUpserts(ctx workflow.Context) []temporal.SearchAttributeUpdate {
 	if !r.local {
-		return startAttributes(r.in)
+		return StartAttributes(r.in)
 	}
 	have := workflow.GetTypedSearchAttributes(ctx)
 	var attrs []temporal.SearchAttributeUpdate

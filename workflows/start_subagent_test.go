@@ -302,7 +302,7 @@ func TestStartAttributesAreNotUpsertedAgain(t *testing.T) {
 			in.Batch = ""
 			in.Root = &RootSession{Cwd: "/work/repo"}
 			if tc.onStart {
-				h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(startAttributes(in)...))
+				h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(StartAttributes(in)...))
 			}
 			h.run(t, in)
 
@@ -317,7 +317,7 @@ func TestEarlierShapeRunsActivitiesAndUpsertsAtStart(t *testing.T) {
 	h.earlierShape()
 	h.sendUpdate()
 	in := spawnInput()
-	h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(startAttributes(in)...))
+	h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(StartAttributes(in)...))
 	h.run(t, in)
 
 	require.NoError(t, h.env.GetWorkflowError())

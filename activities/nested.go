@@ -38,7 +38,7 @@ func NestedChildID(sessionID, callID string) string {
 
 // checkSubagentTool rejects a subagent tool configuration the tool could not honour.
 func checkSubagentTool(provider string, maxDepth subagent.MaxDepthSetting) error {
-	caps, ok := workflows.Capabilities[provider]
+	caps, ok := subagent.ProviderCapabilities(provider)
 	if !ok {
 		return fmt.Errorf("subagent tool: no subagent provider registered for %q", provider)
 	}
@@ -54,10 +54,7 @@ func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
 	return subagenttool.New(subagenttool.Options{
 		DefaultProvider: a.nestedProvider,
 		MaxDepth:        a.nestedMaxDepth,
-		Capabilities: func(p string) (subagent.Capabilities, bool) {
-			caps, ok := workflows.Capabilities[p]
-			return caps, ok
-		},
+		Capabilities:    subagent.ProviderCapabilities,
 		Delegate: func(ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
 			return a.delegate(actx, ctx, call)
 		},

@@ -30,7 +30,7 @@ const delegateOnce = `{"toolCalls": [{"name": "subagent", "input": {"task": "nes
 func TestNewRejectsASubagentToolItCannotHonour(t *testing.T) {
 	f := newFixture(t)
 	reg := &tools.Registry{}
-	cfg := activities.Config{Store: f.store, Models: model.NewDefaultRegistry(), Tools: reg, SubagentProvider: workflows.ProviderSDK}
+	cfg := activities.Config{Store: f.store, Models: model.NewDefaultRegistry(), Tools: reg, SubagentProvider: subagent.ProviderSDK}
 	_, err := activities.New(cfg)
 	require.ErrorContains(t, err, `subagent provider "sdk" does not support the "depthLimit" capability: set maxDepth to "provider-managed"`)
 

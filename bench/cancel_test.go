@@ -15,6 +15,7 @@ import (
 	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -40,9 +41,9 @@ const cancelPipeline = 3
 //	go test -run '^$' -bench CancelLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkCancelLatency(b *testing.B) {
 	n := envCount("SUBFLOW_BENCH_CANCELS", defaultCancels)
-	for _, provider := range []string{workflows.ProviderSpawn, workflows.ProviderSDK} {
+	for _, provider := range []string{subagent.ProviderSpawn, subagent.ProviderSDK} {
 		name := "inprocess"
-		if provider == workflows.ProviderSDK {
+		if provider == subagent.ProviderSDK {
 			name = "sdk"
 		}
 		b.Run(fmt.Sprintf("%s-%d", name, n), func(b *testing.B) {
@@ -106,7 +107,7 @@ func cancelRuns(b *testing.B, provider string, n int) (lat, exit, closed []time.
 		time.Sleep(rand.N(activities.DefaultHeartbeatInterval))
 		begin := time.Now()
 		require.NoError(b, env.c.CancelWorkflow(ctx, rd.r.run.GetID(), rd.r.run.GetRunID()))
-		if provider == workflows.ProviderSDK {
+		if provider == subagent.ProviderSDK {
 			e, l := waitReaped(ctx, b, rd.pid, begin)
 			exit, lat = append(exit, e), append(lat, l)
 		} else {
@@ -128,7 +129,7 @@ func prepare(ctx context.Context, provider, dir, scriptPath string) ready {
 	if err := waitStreaming(ctx, r); err != nil {
 		return ready{err: err}
 	}
-	if provider != workflows.ProviderSDK {
+	if provider != subagent.ProviderSDK {
 		return ready{r: r}
 	}
 	pid := childRuntime(r.dir)

@@ -13,7 +13,7 @@ import (
 
 func TestStartWorkflowOptions(t *testing.T) {
 	in := workflows.StartInput{
-		Provider: workflows.ProviderSpawn,
+		Provider: subagent.ProviderSpawn,
 		ChildID:  "child-1",
 		Request: subagent.Request{
 			Label:        "summarise",

@@ -136,9 +136,9 @@ func (h *Host) open(ctx context.Context, dr DriveRequest) (_ *child, err error) 
 	}()
 	own := ownEvents(hd, events)
 	if c.provider == "" {
-		c.provider = ProviderSpawn
+		c.provider = subagent.ProviderSpawn
 		if hd.SeedLength > 0 {
-			c.provider = ProviderFork
+			c.provider = subagent.ProviderFork
 		}
 	}
 	req := dr.Request

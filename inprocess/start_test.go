@@ -167,7 +167,7 @@ func TestForkSeedsChildWithParentTurns(t *testing.T) {
 	parentEvents := f.events(t, parent)
 	require.Len(t, parentEvents, parentRun)
 
-	r, err := f.host.Start(context.Background(), request(parent, "child question"), StartOptions{Provider: ProviderFork})
+	r, err := f.host.Start(context.Background(), request(parent, "child question"), StartOptions{Provider: subagent.ProviderFork})
 	require.NoError(t, err)
 	res := result(t, r)
 	assert.Equal(t, subagent.StopCompleted, res.StopReason)
@@ -304,9 +304,9 @@ func TestDelegationEventsAtTheirSeq(t *testing.T) {
 	)
 	f.runParentTurn(t, parent, "hi")
 
-	spawn, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: request(parent, "go")})
+	spawn, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: request(parent, "go")})
 	require.NoError(t, err)
-	fork, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderFork, Request: request(parent, "go")})
+	fork, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderFork, Request: request(parent, "go")})
 	require.NoError(t, err)
 
 	delegated := func(events []session.Event, at int) {
@@ -327,7 +327,7 @@ func TestDelegationEventsAtTheirSeq(t *testing.T) {
 	// A parent whose only sandbox mode is a deployment default delegates none.
 	plain := f.parent(t, session.Header{Route: route("shared.json")},
 		event(t, session.TypeSandboxMode, session.SandboxModeData{Mode: tools.SandboxReadOnly, Source: SourceDeployment}))
-	c, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: request(plain, "go")})
+	c, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: request(plain, "go")})
 	require.NoError(t, err)
 	assert.Equal(t, []string{session.TypeApprovalPolicy}, types(f.events(t, c.ChildID)))
 }

@@ -57,9 +57,12 @@ func New(cfg Config, opts Options) (*Provider, error) {
 // Name returns the configured provider name.
 func (p *Provider) Name() string { return p.cfg.ProviderName }
 
-// Capabilities returns no optional capability (SPEC R-3): the child runtime is configured on
-// its own, not per request.
-func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+// Capabilities returns those of subagent.ProviderSDK: no optional capability (SPEC R-3), as
+// the child runtime is configured on its own, not per request.
+func (p *Provider) Capabilities() subagent.Capabilities {
+	caps, _ := subagent.ProviderCapabilities(subagent.ProviderSDK)
+	return caps
+}
 
 // Config returns the validated configuration, defaults applied.
 func (p *Provider) Config() Config { return p.cfg.Config }

@@ -55,15 +55,15 @@ type showcase struct {
 func showcases() []showcase {
 	return []showcase{
 		{name: "spawn", task: "List the workspace and summarize NOTES.md.", script: "spawn.json",
-			flags: runFlags{provider: workflows.ProviderSpawn, label: "demo: spawn"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderSpawn, label: "demo: spawn"}, want: subagent.StopCompleted},
 		{name: "fork", task: "Which checklist step should come last, and why?", forkOf: "spawn",
-			flags: runFlags{provider: workflows.ProviderFork, label: "demo: fork"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderFork, label: "demo: fork"}, want: subagent.StopCompleted},
 		{name: "structured", task: "Read NOTES.md and report the checklist as structured data.", script: "structured.json",
-			flags: runFlags{provider: workflows.ProviderSpawn, label: "demo: structured", schema: "schema.json"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderSpawn, label: "demo: structured", schema: "schema.json"}, want: subagent.StopCompleted},
 		{name: "sdk", task: "How often does NOTES.md mention the release? Answer in one sentence.", script: "sdk.json",
-			flags: runFlags{provider: workflows.ProviderSDK, label: "demo: sdk child"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderSDK, label: "demo: sdk child"}, want: subagent.StopCompleted},
 		{name: "cancelled", task: "Write a long essay on release engineering.", script: "cancel.json", cancel: true,
-			flags: runFlags{provider: workflows.ProviderSpawn, label: "demo: cancelled"}, want: subagent.StopAborted},
+			flags: runFlags{provider: subagent.ProviderSpawn, label: "demo: cancelled"}, want: subagent.StopAborted},
 	}
 }
 

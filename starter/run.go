@@ -61,7 +61,7 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.provider, "provider", workflows.ProviderSpawn, "subagent provider: spawn, fork or sdk")
+	fs.StringVar(&f.provider, "provider", subagent.ProviderSpawn, "subagent provider: spawn, fork or sdk")
 	fs.StringVar(&f.parent, "parent", "", "parent `SESSION` id; without it a root session is created from --cwd")
 	fs.StringVar(&f.cwd, "cwd", "", "working `DIR` of the root session (default: the current directory)")
 	fs.StringVar(&f.modelProvider, "model-provider", "", "model provider `NAME`: deepseek-official, openai-compatible or scripted")

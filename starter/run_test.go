@@ -48,7 +48,7 @@ func TestRunDefaultsCreateARootSession(t *testing.T) {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	in := opts.Input
-	assert.Equal(t, workflows.ProviderSpawn, in.Provider)
+	assert.Equal(t, subagent.ProviderSpawn, in.Provider)
 	assert.Equal(t, workflows.TaskQueue, opts.TaskQueue)
 	assert.Empty(t, opts.WorkflowID, "Start names it subagent-<childId>")
 	assert.Equal(t, "summarize the repo", session.JoinText(in.Request.Prompt))

@@ -58,7 +58,7 @@ func TestNestedDelegation(t *testing.T) {
 			map[string]any{"task": "task b", "label": "b", "model": bScript}),
 		`{"text": "parent done"}`)
 
-	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, parentScript, "delegate twice"))
+	pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, parentScript, "delegate twice"))
 	out, cancelled := outcome(t, run)
 	require.False(t, cancelled)
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
@@ -110,7 +110,7 @@ func TestNestedCancel(t *testing.T) {
 	parentScript := script(t, dir,
 		subagentCall(t, map[string]any{"task": "stream slowly", "model": slow}),
 		`{"text": "never reached"}`)
-	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, parentScript, "delegate and wait"))
+	pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, parentScript, "delegate and wait"))
 
 	nestedID := workflows.WorkflowID(activities.NestedChildID(pub.ChildID, "call_0_0"))
 	var nested workflows.Status

@@ -67,7 +67,7 @@ func TestWorkerProgramLogsIDsAndServesMetrics(t *testing.T) {
 	require.NoError(t, os.WriteFile(script, []byte(`{"responses": [{"text": "logged answer"}]}`), 0o644))
 	route := session.Route{Provider: model.ProviderScripted, Model: script}
 	in := workflows.StartInput{
-		Provider: workflows.ProviderSpawn,
+		Provider: subagent.ProviderSpawn,
 		Request: subagent.Request{
 			Prompt: []session.Block{session.Text("answer")}, Parent: subagent.ParentRef{Cwd: tmp}, AgentOptions: route,
 		},

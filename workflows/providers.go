@@ -9,31 +9,11 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Provider names known to every worker.
-const (
-	ProviderSpawn = "spawn"
-	ProviderFork  = "fork"
-	ProviderSDK   = "sdk"
-)
-
-// Capabilities is the static capability table the workflow validates requests against
-// without I/O (SPEC R-3). A worker that registers further providers adds them here before
-// it starts; every worker of a task queue must hold the same table, or replays diverge.
-var Capabilities = map[string]subagent.Capabilities{
-	ProviderSpawn: {OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true},
-	ProviderFork:  {OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true, InheritsParentContext: true},
-	ProviderSDK:   {},
-}
-
-// Remote lists the providers whose children run out of process, through RunSDKChild.
-// Every other provider of Capabilities runs through Publish, Drive and ReadResult.
-var Remote = map[string]bool{ProviderSDK: true}
-
-// CheckStart runs the start checks of SPEC R-4 that need no I/O against Capabilities: the
-// provider must be listed, then subagent.CheckRequest. Every failure is a
+// CheckStart runs the start checks of SPEC R-4 that need no I/O against the provider table
+// (subagent.ProviderCapabilities): the provider must be listed, then subagent.CheckRequest. Every failure is a
 // *subagent.ValidationError.
 func CheckStart(provider string, req subagent.Request) error {
-	caps, ok := Capabilities[provider]
+	caps, ok := subagent.ProviderCapabilities(provider)
 	if !ok {
 		return &subagent.ValidationError{
 			Rule:    subagent.RuleUnknownProvider,

@@ -116,7 +116,7 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 		return r.fail(err)
 	}
 	r.status.ChildID = childID
-	if Remote[in.Provider] {
+	if subagent.IsRemote(in.Provider) {
 		return r.remote(ctx, childID)
 	}
 	return r.inProcess(ctx, childID)

@@ -374,20 +374,19 @@ func TestPersonaReplacesPresetPersona(t *testing.T) {
 	assert.NotContains(t, system, "careful software engineering agent")
 }
 
-func TestProvidersThroughTheSeamRegistry(t *testing.T) {
+func TestProvidersThroughTheSeam(t *testing.T) {
 	f := newFixture(t)
 	f.script(t, "child.json", `{"text": "ok"}`)
 	parent := f.parent(t, session.Header{Route: route("child.json")})
-	var reg subagent.Registry
-	reg.Register(f.host.Spawn())
-	reg.Register(f.host.Fork())
-	assert.Equal(t, []string{"fork", "spawn"}, reg.Names())
+	var p subagent.Provider = f.host.Spawn()
+	assert.Equal(t, "spawn", p.Name())
+	assert.Equal(t, "fork", f.host.Fork().Name())
 	assert.True(t, f.host.Fork().Capabilities().InheritsParentContext)
 	assert.False(t, f.host.Spawn().Capabilities().InheritsParentContext)
 	assert.Equal(t, subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true},
 		f.host.Spawn().Capabilities())
 
-	run, err := reg.Start(context.Background(), "spawn", request(parent, "go"))
+	run, err := p.Start(context.Background(), request(parent, "go"))
 	require.NoError(t, err)
 	res, err := run.Result(context.Background())
 	require.NoError(t, err)

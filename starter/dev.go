@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"go.temporal.io/sdk/client"
 
@@ -62,7 +61,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		defer c.Close()
-		stopWorker, err := startWorker(c, app.Options{TaskQueue: *taskQueue, SessionRoot: os.Getenv("SUBFLOW_SESSION_ROOT")})
+		stopWorker, err := startWorker(c, app.Options{TaskQueue: *taskQueue})
 		if err != nil {
 			fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			return exitError

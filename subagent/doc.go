@@ -2,8 +2,9 @@
 // providers that run such children (the in-process driver, the SDK subprocess provider).
 //
 // It defines what crosses the seam — Request, Result, StopReason, Capabilities, the Provider
-// and Run interfaces and a Registry of providers — and the rules every provider and caller
-// shares: the start checks (Registry.Check, CheckRequest), delegation depth (ChildDepth),
+// and Run interfaces and the one static provider table (ProviderCapabilities, IsRemote) —
+// and the rules every provider and caller shares: the start checks (CheckStart,
+// CheckRequest), delegation depth (ChildDepth),
 // output selection over a child's events (Collector, SelectOutput), the stop-reason tables
 // (InProcessStopReason, SDKStopReason), the descriptor event payload, the tool-facing
 // renderings (ToolError, RenderResult), the maxDepth setting of the subagent tool

@@ -34,3 +34,14 @@ func ProviderCapabilities(provider string) (Capabilities, bool) {
 
 // IsRemote reports whether the named provider runs its children out of process (sdk).
 func IsRemote(provider string) bool { return providers[provider].remote }
+
+// CheckStart runs the start checks of SPEC R-4, which need no I/O, in order: the provider
+// must be in the table, then CheckRequest against its capabilities. Every failure is a
+// *ValidationError.
+func CheckStart(provider string, req Request) error {
+	caps, ok := ProviderCapabilities(provider)
+	if !ok {
+		return Rejectf(RuleUnknownProvider, "no subagent provider registered for %q", provider)
+	}
+	return CheckRequest(provider, caps, req)
+}

@@ -2,26 +2,11 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/subagent"
 )
-
-// CheckStart runs the start checks of SPEC R-4 that need no I/O against the provider table
-// (subagent.ProviderCapabilities): the provider must be listed, then subagent.CheckRequest. Every failure is a
-// *subagent.ValidationError.
-func CheckStart(provider string, req subagent.Request) error {
-	caps, ok := subagent.ProviderCapabilities(provider)
-	if !ok {
-		return &subagent.ValidationError{
-			Rule:    subagent.RuleUnknownProvider,
-			Message: fmt.Sprintf("no subagent provider registered for %q", provider),
-		}
-	}
-	return subagent.CheckRequest(provider, caps, req)
-}
 
 // RuleMissingParent rejects a request with neither a parent session nor a root session to
 // create.

@@ -104,7 +104,7 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
 		return r.fail(err)
 	}
-	if err := CheckStart(in.Provider, in.Request); err != nil {
+	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
 		return r.reject(ctx, ToApplicationError(err))
 	}
 	if in.Request.Parent.SessionID == "" && in.Root == nil {

@@ -45,11 +45,11 @@ func TestCheckStart(t *testing.T) {
 	req := spawnInput().Request
 	req.OutputSchema = []byte(`{"type": "object"}`)
 	req.Persona = "terse"
-	require.NoError(t, CheckStart(subagent.ProviderSpawn, req))
-	require.NoError(t, CheckStart(subagent.ProviderFork, req))
-	require.EqualError(t, CheckStart(subagent.ProviderSDK, req),
+	require.NoError(t, subagent.CheckStart(subagent.ProviderSpawn, req))
+	require.NoError(t, subagent.CheckStart(subagent.ProviderFork, req))
+	require.EqualError(t, subagent.CheckStart(subagent.ProviderSDK, req),
 		`subagent provider "sdk" does not support the "outputSchema" capability`)
-	require.NoError(t, CheckStart(subagent.ProviderSDK, spawnInput().Request))
+	require.NoError(t, subagent.CheckStart(subagent.ProviderSDK, spawnInput().Request))
 }
 
 func TestToApplicationError(t *testing.T) {

@@ -5,7 +5,6 @@ package storeopen
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/subflow-dev/subflow/harness/session"
@@ -13,7 +12,8 @@ import (
 	"github.com/subflow-dev/subflow/harness/session/pgstore"
 )
 
-// EnvVar names the environment variable FromEnv reads: a postgres:// or postgresql:// URL
+// EnvVar names the environment variable that chooses a program's session store (worker/app
+// reads it): a postgres:// or postgresql:// URL
 // shares sessions through PostgreSQL (workers on several hosts), anything else is the
 // directory of a file store.
 const EnvVar = "SUBFLOW_SESSION_STORE"
@@ -36,16 +36,6 @@ func Open(ctx context.Context, spec string) (Store, error) {
 		return nil, fmt.Errorf("storeopen: open: the spec is empty (want a directory or a postgres:// URL)")
 	}
 	return filestore.New(spec)
-}
-
-// FromEnv opens the store $SUBFLOW_SESSION_STORE names, or a file store at defaultRoot when
-// the variable is unset or empty.
-func FromEnv(ctx context.Context, defaultRoot string) (Store, error) {
-	spec := os.Getenv(EnvVar)
-	if spec == "" {
-		spec = defaultRoot
-	}
-	return Open(ctx, spec)
 }
 
 func isPostgres(spec string) bool {

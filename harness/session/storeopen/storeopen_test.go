@@ -29,22 +29,6 @@ func TestOpenFileStore(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestFromEnv(t *testing.T) {
-	root := t.TempDir()
-	t.Setenv(storeopen.EnvVar, "")
-	s, err := storeopen.FromEnv(ctx, root)
-	require.NoError(t, err)
-	defer s.Close()
-	assert.Equal(t, root, s.(*filestore.Store).Root(), "unset means the default root")
-
-	other := t.TempDir()
-	t.Setenv(storeopen.EnvVar, other)
-	s2, err := storeopen.FromEnv(ctx, root)
-	require.NoError(t, err)
-	defer s2.Close()
-	assert.Equal(t, other, s2.(*filestore.Store).Root())
-}
-
 func TestOpenPostgres(t *testing.T) {
 	// A URL never falls back to a directory, even when the database is unreachable.
 	_, err := storeopen.Open(ctx, "PostgreSQL://nobody@127.0.0.1:1/db?connect_timeout=5")
@@ -55,8 +39,7 @@ func TestOpenPostgres(t *testing.T) {
 	if dsn == "" {
 		t.Skip("SUBFLOW_TEST_POSTGRES is unset: run `eval \"$(.ci/postgres.sh)\"` (as root) or set it to a postgres:// URL of a database the tests may write to")
 	}
-	t.Setenv(storeopen.EnvVar, dsn)
-	s, err := storeopen.FromEnv(ctx, t.TempDir())
+	s, err := storeopen.Open(ctx, dsn)
 	require.NoError(t, err)
 	defer s.Close()
 	assert.IsType(t, &pgstore.Store{}, s)

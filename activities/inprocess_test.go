@@ -146,7 +146,7 @@ func TestDriveCompletesAndHeartbeatsProgress(t *testing.T) {
 	require.NotEmpty(t, beats)
 	var sawText bool
 	for _, p := range beats {
-		assert.LessOrEqual(t, len(p.Tail), workflows.MaxTail)
+		assert.LessOrEqual(t, len(p.Tail), subagent.MaxTail)
 		if p.Steps == 1 && p.StreamedBytes > 0 && p.Tail != "" {
 			sawText = true
 		}

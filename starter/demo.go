@@ -121,32 +121,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer srv.Stop()
 	copts := srv.ClientOptions()
 	copts.Logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	stopMetrics, err := withMetrics(*metricsAddr, &copts, stdout)
-	if err != nil {
-		fmt.Fprintf(stderr, "starter demo: %v\n", err)
-		return exitError
-	}
-	defer func() { _ = stopMetrics() }()
-	c, err := client.DialContext(ctx, copts)
-	if err != nil {
-		fmt.Fprintf(stderr, "starter demo: connect to %s: %v\n", srv.FrontendAddr(), err)
-		return exitError
-	}
-	defer c.Close()
-	stopWorker, err := startWorker(c, app.Options{
+	local, err := startLocalWorker(ctx, srv, copts, *metricsAddr, app.Options{
 		TaskQueue:   workflows.TaskQueue,
 		SessionRoot: filepath.Join(dir, "sessions"),
 		Logger:      zap.NewNop(),
-	})
+	}, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter demo: %v\n", err)
 		return exitError
 	}
 	defer func() {
-		if err := stopWorker(); err != nil {
-			fmt.Fprintf(stderr, "starter demo: stop worker: %v\n", err)
+		if err := local.stop(); err != nil {
+			fmt.Fprintf(stderr, "starter demo: %v\n", err)
 		}
 	}()
+	c := local.c
 
 	fmt.Fprintf(stdout, "Temporal server  %s\nWeb UI           %s\nWorking dir      %s\n", srv.FrontendAddr(), srv.UIAddr(), dir)
 	route := demoRoute(stdout)

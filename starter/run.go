@@ -22,6 +22,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -45,7 +46,7 @@ type runFlags struct {
 	schema        string
 	maxDepth      string
 	persona       string
-	allow, deny   stringList
+	allow, deny   app.StringList
 	label         string
 	id            string
 	taskQueue     string
@@ -53,12 +54,6 @@ type runFlags struct {
 	follow        bool
 	json          bool
 }
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.provider, "provider", subagent.ProviderSpawn, "subagent provider: spawn, fork or sdk")

@@ -36,8 +36,8 @@ const (
 
 // StartInput is the input of StartSubagent.
 type StartInput struct {
-	// Provider names the subagent provider: spawn, fork, sdk or another name listed in
-	// Capabilities.
+	// Provider names the subagent provider: one of the table of package subagent (spawn,
+	// fork, sdk).
 	Provider string `json:"provider"`
 	// Request is the delegation. When Request.Parent.SessionID is empty, Root must be set.
 	Request subagent.Request `json:"request"`

@@ -11,7 +11,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-func TestResolveCwd(t *testing.T) {
+func TestResolve(t *testing.T) {
 	// EvalSymlinks: the temp dir itself may sit behind a symlink (macOS /var → /private/var).
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestResolveCwd(t *testing.T) {
 	}
 }
 
-func TestResolveCwdCustomLabels(t *testing.T) {
+func TestResolveCustomLabels(t *testing.T) {
 	_, err := Resolve(Options{Prefix: "worker", ConfigCwd: new(""), ConfigLabel: "--cwd", ParentLabel: "parent cwd"})
 	require.EqualError(t, err, "worker: --cwd must not be empty — omit the key to inherit the parent cwd")
 	_, err = Resolve(Options{Prefix: "worker", ParentCwd: "x", ParentLabel: "parent cwd"})

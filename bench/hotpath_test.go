@@ -204,7 +204,7 @@ func directRuns(b *testing.B, n int) []time.Duration {
 		run, err := host.Start(ctx, subagent.Request{
 			Prompt: []session.Block{session.Text("go")},
 			Parent: subagent.ParentRef{SessionID: root},
-		}, inprocess.StartOptions{Provider: inprocess.ProviderSpawn})
+		}, inprocess.StartOptions{Provider: subagent.ProviderSpawn})
 		require.NoError(b, err)
 		res, err := run.Result(ctx)
 		require.NoError(b, err)

@@ -32,7 +32,7 @@ type Config struct {
 	Models  *model.Registry
 	Tools   *tools.Registry
 	Presets map[string]agent.Preset
-	// SDK configures the sdk provider, registered under workflows.ProviderSDK whatever its
+	// SDK configures the sdk provider, registered under subagent.ProviderSDK whatever its
 	// ProviderName says. An empty Command leaves the provider out: RunSDKChild then fails
 	// without retries.
 	SDK sdkproc.Config
@@ -42,7 +42,7 @@ type Config struct {
 	// Logger receives every activity's log lines; nil logs nothing.
 	Logger *zap.Logger
 	// SubagentProvider is the provider of the subagent tool's calls that name none (SPEC
-	// R-9); "" means workflows.ProviderSpawn. Every in-process child gets the tool: its calls
+	// R-9); "" means subagent.ProviderSpawn. Every in-process child gets the tool: its calls
 	// start nested StartSubagent runs on the drive's task queue.
 	SubagentProvider string
 	// SubagentMaxDepth is the subagent tool's depth cap; the zero value is
@@ -84,7 +84,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	nestedProvider := cfg.SubagentProvider
 	if nestedProvider == "" {
-		nestedProvider = workflows.ProviderSpawn
+		nestedProvider = subagent.ProviderSpawn
 	}
 	if err := checkSubagentTool(nestedProvider, cfg.SubagentMaxDepth); err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
@@ -106,7 +106,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if cfg.SDK.Command != "" {
 		sdkCfg := cfg.SDK
-		sdkCfg.ProviderName = workflows.ProviderSDK
+		sdkCfg.ProviderName = subagent.ProviderSDK
 		if a.sdk, err = sdkproc.New(sdkCfg, sdkproc.Options{Logger: log}); err != nil {
 			return nil, fmt.Errorf("activities: new: sdk provider: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -32,7 +33,7 @@ type progress struct {
 }
 
 func (p *progress) set(v workflows.Progress) {
-	v.Tail = tail(v.Tail)
+	v.Tail = subagent.Tail(v.Tail)
 	p.mu.Lock()
 	p.p = v
 	p.mu.Unlock()
@@ -75,16 +76,4 @@ func (a *Activities) startHeartbeat(ctx context.Context, current func() workflow
 			wg.Wait()
 		})
 	}
-}
-
-// tail returns the last workflows.MaxTail bytes of s, not splitting a UTF-8 sequence.
-func tail(s string) string {
-	if len(s) <= workflows.MaxTail {
-		return s
-	}
-	i := len(s) - workflows.MaxTail
-	for i < len(s) && s[i]&0xC0 == 0x80 {
-		i++
-	}
-	return s[i:]
 }

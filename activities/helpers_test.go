@@ -19,6 +19,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/subagent"
@@ -40,7 +41,7 @@ type fixture struct {
 	t     *testing.T
 	cwd   string
 	root  string
-	store *session.FileStore
+	store *filestore.Store
 	gate  *gate
 }
 
@@ -48,7 +49,7 @@ func newFixture(t *testing.T, responses ...string) *fixture {
 	t.Helper()
 	f := &fixture{t: t, cwd: t.TempDir(), root: t.TempDir(), gate: &gate{entered: make(chan struct{})}}
 	var err error
-	f.store, err = session.NewFileStore(f.root)
+	f.store, err = filestore.New(f.root)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.store.Close() })
 	body, err := json.Marshal(map[string]any{"responses": rawList(responses)})

@@ -12,7 +12,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
-	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -23,7 +23,7 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 	log := a.logger(ctx, in.ChildID)
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
-		RunTools: []string{subagent.ToolName},
+		RunTools: []string{subagenttool.Name},
 	})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, inprocess.ErrAbortedBeforePublication) {
@@ -89,7 +89,7 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 			ChildID:    in.ChildID,
 			Provider:   in.Provider,
 			Request:    in.Request,
-			OnProgress: func(p inprocess.Progress) { prog.set(fromDriver(p)) },
+			OnProgress: func(p inprocess.Progress) { prog.set(p) },
 			Tools:      []tools.Tool{nested},
 		})
 		done <- driveOutcome{p, err}
@@ -114,7 +114,7 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 			zap.NamedError("cause", context.Cause(ctx)))
 		res = a.suspend(ctx, log, in.ChildID, done)
 	}
-	prog.set(fromDriver(res.progress))
+	prog.set(res.progress)
 	sum := workflows.DriveSummary{
 		Steps: res.progress.Steps, StreamedBytes: res.progress.StreamedBytes, OutputTokens: res.progress.OutputTokens,
 	}
@@ -176,13 +176,6 @@ func (a *Activities) suspend(ctx context.Context, log *zap.Logger, childID strin
 			return res
 		case <-t.C:
 		}
-	}
-}
-
-// fromDriver converts the in-process driver's progress.
-func fromDriver(p inprocess.Progress) workflows.Progress {
-	return workflows.Progress{
-		Phase: p.Phase, Steps: p.Steps, StreamedBytes: p.StreamedBytes, OutputTokens: p.OutputTokens, Tail: p.Tail,
 	}
 }
 

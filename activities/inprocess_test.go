@@ -20,7 +20,7 @@ import (
 func publish(t *testing.T, e *env, childID string, req subagent.Request) workflows.Published {
 	t.Helper()
 	v, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.PublishInput{
-		Provider: workflows.ProviderSpawn, ChildID: childID, Request: req,
+		Provider: subagent.ProviderSpawn, ChildID: childID, Request: req,
 	})
 	require.NoError(t, err)
 	var pub workflows.Published
@@ -30,7 +30,7 @@ func publish(t *testing.T, e *env, childID string, req subagent.Request) workflo
 
 func drive(e *env, childID string, req subagent.Request) (workflows.DriveSummary, error) {
 	v, err := e.ExecuteActivity(workflows.ActivityDrive, workflows.DriveInput{
-		Provider: workflows.ProviderSpawn, ChildID: childID, Request: req,
+		Provider: subagent.ProviderSpawn, ChildID: childID, Request: req,
 	})
 	if err != nil {
 		return workflows.DriveSummary{}, err
@@ -107,7 +107,7 @@ func TestPublishDepthRejectionIsNonRetryableWithTheExactMessage(t *testing.T) {
 	req.MaxDepth = &maxDepth
 
 	_, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.PublishInput{
-		Provider: workflows.ProviderSpawn, ChildID: "too-deep", Request: req,
+		Provider: subagent.ProviderSpawn, ChildID: "too-deep", Request: req,
 	})
 	appErr := requireApplicationError(t, err)
 	assert.Equal(t, "subagent depth 3 exceeds maxDepth 2", appErr.Message())
@@ -123,7 +123,7 @@ func TestPublishUnknownToolIsARejection(t *testing.T) {
 	req := request("hello")
 	req.ToolFilter = &subagent.ToolFilter{Allow: []string{"no_such_tool"}}
 	_, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.PublishInput{
-		Provider: workflows.ProviderSpawn, ChildID: "c", Request: req,
+		Provider: subagent.ProviderSpawn, ChildID: "c", Request: req,
 	})
 	appErr := requireApplicationError(t, err)
 	assert.Equal(t, activities.RuleUnknownTool, appErr.Type())
@@ -146,7 +146,7 @@ func TestDriveCompletesAndHeartbeatsProgress(t *testing.T) {
 	require.NotEmpty(t, beats)
 	var sawText bool
 	for _, p := range beats {
-		assert.LessOrEqual(t, len(p.Tail), workflows.MaxTail)
+		assert.LessOrEqual(t, len(p.Tail), subagent.MaxTail)
 		if p.Steps == 1 && p.StreamedBytes > 0 && p.Tail != "" {
 			sawText = true
 		}

@@ -13,9 +13,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -36,7 +38,7 @@ func NestedChildID(sessionID, callID string) string {
 
 // checkSubagentTool rejects a subagent tool configuration the tool could not honour.
 func checkSubagentTool(provider string, maxDepth subagent.MaxDepthSetting) error {
-	caps, ok := workflows.Capabilities[provider]
+	caps, ok := subagent.ProviderCapabilities(provider)
 	if !ok {
 		return fmt.Errorf("subagent tool: no subagent provider registered for %q", provider)
 	}
@@ -49,14 +51,11 @@ func checkSubagentTool(provider string, maxDepth subagent.MaxDepthSetting) error
 // subagentTool returns the subagent tool of the drive running under the activity context
 // actx: its calls delegate through nested StartSubagent runs on this worker's task queue.
 func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
-	return subagent.NewTool(subagent.ToolOptions{
+	return subagenttool.New(subagenttool.Options{
 		DefaultProvider: a.nestedProvider,
 		MaxDepth:        a.nestedMaxDepth,
-		Capabilities: func(p string) (subagent.Capabilities, bool) {
-			caps, ok := workflows.Capabilities[p]
-			return caps, ok
-		},
-		Delegate: func(ctx context.Context, call subagent.DelegateCall) (subagent.Result, error) {
+		Capabilities:    subagent.ProviderCapabilities,
+		Delegate: func(ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
 			return a.delegate(actx, ctx, call)
 		},
 	})
@@ -75,12 +74,12 @@ func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
 // the nested run is cancelled and its aborted outcome, partial output included, is the
 // result. When the calling agent is only suspended (the worker is stopping), the nested run
 // goes on and the retried drive attaches to it again.
-func (a *Activities) delegate(actx, ctx context.Context, call subagent.DelegateCall) (subagent.Result, error) {
+func (a *Activities) delegate(actx, ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
 	info := activity.GetInfo(actx)
 	c := a.client(actx)
 	in := workflows.StartInput{Provider: call.Provider, Request: call.Request, ChildID: NestedChildID(call.Request.Parent.SessionID, call.CallID)}
 	id := workflows.WorkflowID(in.ChildID)
-	opts := workflows.StartWorkflowOptions(id, info.TaskQueue, in)
+	opts := subflow.StartWorkflowOptions(id, info.TaskQueue, in)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	// SDK v1.50 keeps workflow links internal (Nexus only): the parent link is a line of the

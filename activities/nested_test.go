@@ -17,6 +17,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -29,7 +30,7 @@ const delegateOnce = `{"toolCalls": [{"name": "subagent", "input": {"task": "nes
 func TestNewRejectsASubagentToolItCannotHonour(t *testing.T) {
 	f := newFixture(t)
 	reg := &tools.Registry{}
-	cfg := activities.Config{Store: f.store, Models: model.NewDefaultRegistry(), Tools: reg, SubagentProvider: workflows.ProviderSDK}
+	cfg := activities.Config{Store: f.store, Models: model.NewDefaultRegistry(), Tools: reg, SubagentProvider: subagent.ProviderSDK}
 	_, err := activities.New(cfg)
 	require.ErrorContains(t, err, `subagent provider "sdk" does not support the "depthLimit" capability: set maxDepth to "provider-managed"`)
 
@@ -63,7 +64,7 @@ func TestSubagentToolFilteredOutByTheRequest(t *testing.T) {
 	fc := newFakeClient()
 	e := newEnv(t, withClient(f.activities(), fc), worker.Options{})
 	req := request("delegate")
-	req.ToolFilter = &subagent.ToolFilter{Deny: []string{subagent.ToolName}}
+	req.ToolFilter = &subagent.ToolFilter{Deny: []string{subagenttool.Name}}
 	publish(t, e, "child-1", req)
 	_, err := drive(e, "child-1", req)
 	require.NoError(t, err)
@@ -156,7 +157,7 @@ func subagentResults(t *testing.T, f *fixture, id string) []string {
 	var out []string
 	for _, ev := range f.events(id) {
 		var d session.ToolResultData
-		if ev.Type == session.TypeToolResult && ev.Decode(&d) == nil && d.Name == subagent.ToolName {
+		if ev.Type == session.TypeToolResult && ev.Decode(&d) == nil && d.Name == subagenttool.Name {
 			out = append(out, session.JoinText(d.Content))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/subagent/workdir"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -18,7 +19,7 @@ import (
 func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateRootSessionInput) (subagent.ParentRef, error) {
 	log := a.logger(ctx, "")
 	// The root cwd is the starter's, so a relative one cannot be resolved here.
-	cwd, err := subagent.ResolveCwd(subagent.CwdOptions{
+	cwd, err := workdir.Resolve(workdir.Options{
 		Prefix: "subflow", ParentCwd: in.Root.Cwd, ParentLabel: "root session cwd",
 	})
 	if err != nil {

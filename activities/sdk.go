@@ -62,7 +62,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	var live atomic.Pointer[sdkproc.Run] // set once published; read by the heartbeats
 	stopHeartbeat := a.startHeartbeat(ctx, func() workflows.Progress {
 		if r := live.Load(); r != nil {
-			return fromSDK(r.Progress())
+			return r.Progress()
 		}
 		return workflows.Progress{Phase: phaseStarting}
 	})
@@ -156,13 +156,6 @@ func sdkSessionID(runID string, attempt int32) string {
 		return runID
 	}
 	return fmt.Sprintf("%s-attempt-%d", runID, attempt)
-}
-
-// fromSDK converts the sdk run's progress.
-func fromSDK(p sdkproc.Progress) workflows.Progress {
-	return workflows.Progress{
-		Phase: p.Phase, Steps: p.Steps, StreamedBytes: p.StreamedBytes, OutputTokens: p.OutputTokens, Tail: tail(p.Tail),
-	}
 }
 
 // signalWorkflow sends the sdk-published signal to the activity's own workflow run.

@@ -39,7 +39,7 @@ func (s *signals) count() int {
 
 func runSDK(e *env, runID string, req subagent.Request) (workflows.Outcome, error) {
 	v, err := e.ExecuteActivity(workflows.ActivityRunSDKChild, workflows.SDKInput{
-		Provider: workflows.ProviderSDK, RunID: runID, Request: req, WorkflowID: "subagent-" + runID,
+		Provider: subagent.ProviderSDK, RunID: runID, Request: req, WorkflowID: "subagent-" + runID,
 	})
 	if err != nil {
 		return workflows.Outcome{}, err

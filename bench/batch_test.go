@@ -17,6 +17,7 @@ import (
 
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -110,7 +111,7 @@ func BenchmarkBatchThroughput(b *testing.B) {
 	for _, c := range []struct {
 		provider string
 		runs     int
-	}{{workflows.ProviderSpawn, spawnRuns}, {workflows.ProviderSDK, sdkRuns}} {
+	}{{subagent.ProviderSpawn, spawnRuns}, {subagent.ProviderSDK, sdkRuns}} {
 		runs := c.runs
 		if n, err := fmt.Sscan(os.Getenv("SUBFLOW_BENCH_RUNS"), &runs); n != 1 || err != nil {
 			runs = c.runs

@@ -14,6 +14,8 @@ import (
 
 	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -39,9 +41,9 @@ const cancelPipeline = 3
 //	go test -run '^$' -bench CancelLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkCancelLatency(b *testing.B) {
 	n := envCount("SUBFLOW_BENCH_CANCELS", defaultCancels)
-	for _, provider := range []string{workflows.ProviderSpawn, workflows.ProviderSDK} {
+	for _, provider := range []string{subagent.ProviderSpawn, subagent.ProviderSDK} {
 		name := "inprocess"
-		if provider == workflows.ProviderSDK {
+		if provider == subagent.ProviderSDK {
 			name = "sdk"
 		}
 		b.Run(fmt.Sprintf("%s-%d", name, n), func(b *testing.B) {
@@ -73,7 +75,7 @@ func cancelRuns(b *testing.B, provider string, n int) (lat, exit, closed []time.
 	defer stop()
 	dir := b.TempDir()
 	scriptPath := slowScript(b, dir)
-	store, err := session.NewFileStore(filepath.Join(env.tmp, "sessions"))
+	store, err := filestore.New(filepath.Join(env.tmp, "sessions"))
 	require.NoError(b, err)
 	defer store.Close()
 
@@ -105,7 +107,7 @@ func cancelRuns(b *testing.B, provider string, n int) (lat, exit, closed []time.
 		time.Sleep(rand.N(activities.DefaultHeartbeatInterval))
 		begin := time.Now()
 		require.NoError(b, env.c.CancelWorkflow(ctx, rd.r.run.GetID(), rd.r.run.GetRunID()))
-		if provider == workflows.ProviderSDK {
+		if provider == subagent.ProviderSDK {
 			e, l := waitReaped(ctx, b, rd.pid, begin)
 			exit, lat = append(exit, e), append(lat, l)
 		} else {
@@ -127,7 +129,7 @@ func prepare(ctx context.Context, provider, dir, scriptPath string) ready {
 	if err := waitStreaming(ctx, r); err != nil {
 		return ready{err: err}
 	}
-	if provider != workflows.ProviderSDK {
+	if provider != subagent.ProviderSDK {
 		return ready{r: r}
 	}
 	pid := childRuntime(r.dir)
@@ -140,7 +142,7 @@ func prepare(ctx context.Context, provider, dir, scriptPath string) ready {
 // waitTurnEnd polls the child session until its turn ends and returns the time from begin
 // to the turn/end event's timestamp, checking that the turn was aborted by the parent. The
 // worker runs in this process, so the timestamp is on this clock; polling only finds it.
-func waitTurnEnd(ctx context.Context, b *testing.B, store *session.FileStore, childID string, begin time.Time) time.Duration {
+func waitTurnEnd(ctx context.Context, b *testing.B, store *filestore.Store, childID string, begin time.Time) time.Duration {
 	for {
 		_, events, err := store.Load(ctx, childID)
 		require.NoError(b, err)

@@ -15,8 +15,10 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/subagent"
@@ -56,7 +58,7 @@ type ceiling struct {
 //   - ceiling-empty, ceiling-activity: a workflow without activities and one with one empty
 //     activity, on their own worker on the same client: sequential latency (p50, p99, start to
 //     result) and throughput with 50 workflows in flight (wf/s).
-//   - run: one scripted spawn run with a new root session (workflows.Start, then the result)
+//   - run: one scripted spawn run with a new root session (subflow.Start, then the result)
 //     and the same delegation directly on the in-process driver (direct-*); overhead-* is
 //     their difference, overhead-p50-vs-activity its ratio to ceiling-activity's p50.
 //   - batch: a Batch of scripted spawn runs, 50 at a time (runs/s), and its ratio to
@@ -100,7 +102,7 @@ func BenchmarkHotPath(b *testing.B) {
 	b.Run("batch", func(b *testing.B) {
 		var elapsed time.Duration
 		for b.Loop() {
-			elapsed += runBatch(b, workflows.ProviderSpawn, runs)
+			elapsed += runBatch(b, subagent.ProviderSpawn, runs)
 		}
 		perSec := float64(runs*b.N) / elapsed.Seconds()
 		b.ReportMetric(perSec, "runs/s")
@@ -167,7 +169,7 @@ func sequentialRuns(b *testing.B, n int) []time.Duration {
 	lat := make([]time.Duration, n)
 	for i := range lat {
 		begin := time.Now()
-		_, run, err := workflows.Start(ctx, env.c, workflows.StartOptions{Input: rootInput(workflows.ProviderSpawn, dir, script)})
+		_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{Input: rootInput(subagent.ProviderSpawn, dir, script)})
 		require.NoError(b, err)
 		var out workflows.Outcome
 		require.NoError(b, run.Get(ctx, &out))
@@ -183,7 +185,7 @@ func directRuns(b *testing.B, n int) []time.Duration {
 	ctx := context.Background()
 	dir := b.TempDir()
 	script := doneScript(b, dir)
-	store, err := session.NewFileStore(filepath.Join(dir, "sessions"))
+	store, err := filestore.New(filepath.Join(dir, "sessions"))
 	require.NoError(b, err)
 	defer store.Close()
 	models := &model.Registry{}
@@ -202,7 +204,7 @@ func directRuns(b *testing.B, n int) []time.Duration {
 		run, err := host.Start(ctx, subagent.Request{
 			Prompt: []session.Block{session.Text("go")},
 			Parent: subagent.ParentRef{SessionID: root},
-		}, inprocess.StartOptions{Provider: inprocess.ProviderSpawn})
+		}, inprocess.StartOptions{Provider: subagent.ProviderSpawn})
 		require.NoError(b, err)
 		res, err := run.Result(ctx)
 		require.NoError(b, err)

@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -157,8 +159,8 @@ func warmUp(ctx context.Context, b *testing.B, queue, dir string) {
 	path := filepath.Join(dir, "done.json")
 	require.NoError(b, os.WriteFile(path, []byte(`{"responses": [{"text": "done"}]}`), 0o644))
 	for range 5 {
-		_, run, err := workflows.Start(ctx, env.c, workflows.StartOptions{
-			TaskQueue: queue, Input: rootInput(workflows.ProviderSpawn, dir, path)})
+		_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{
+			TaskQueue: queue, Input: rootInput(subagent.ProviderSpawn, dir, path)})
 		require.NoError(b, err)
 		require.NoError(b, run.Get(ctx, nil))
 	}
@@ -172,7 +174,7 @@ func startInFlight(ctx context.Context, b *testing.B, n int, queue, dir string) 
 	g.SetLimit(clientConcurrency)
 	for i := range runs {
 		g.Go(func() error {
-			r, err := startSlow(gctx, workflows.ProviderSpawn, queue, dir, scriptPath)
+			r, err := startSlow(gctx, subagent.ProviderSpawn, queue, dir, scriptPath)
 			runs[i] = r
 			return err
 		})

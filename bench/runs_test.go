@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
@@ -68,7 +69,7 @@ func startSlow(ctx context.Context, provider, taskQueue, parent, scriptPath stri
 	if err != nil {
 		return slowRun{}, err
 	}
-	pub, run, err := workflows.Start(ctx, env.c, workflows.StartOptions{
+	pub, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{
 		TaskQueue: taskQueue, Input: rootInput(provider, dir, scriptPath)})
 	if err != nil {
 		return slowRun{}, err
@@ -78,7 +79,7 @@ func startSlow(ctx context.Context, provider, taskQueue, parent, scriptPath stri
 
 // streaming reports whether the run's Drive (or RunSDKChild) activity has heartbeaten a
 // progress that shows streamed text, i.e. the run is driving mid-stream. It reads the
-// pending activities only, as workflows.Describe does, but without the status query: a
+// pending activities only, as subflow.Describe does, but without the status query: a
 // query is a workflow task, and polling hundreds of runs with queries would load the
 // worker being measured.
 func streaming(ctx context.Context, r slowRun) (bool, error) {

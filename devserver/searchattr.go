@@ -10,21 +10,21 @@ import (
 	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/subflow-dev/subflow/workflows"
 )
 
-// SearchAttributes are the custom search attributes of SPEC R-75, by name. Start registers
-// them in its namespace; SearchAttributeCommand renders them for other servers. SQL visibility
-// allows at most 10 Keyword, 3 Int and 3 Text attributes per namespace.
-var SearchAttributes = map[string]enums.IndexedValueType{
-	"SubagentProvider":   enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"SubagentModel":      enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"SubagentParent":     enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"SubagentChild":      enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"SubagentStopReason": enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"SubagentBatch":      enums.INDEXED_VALUE_TYPE_KEYWORD,
-	"SubagentDepth":      enums.INDEXED_VALUE_TYPE_INT,
-	"SubagentLabel":      enums.INDEXED_VALUE_TYPE_TEXT,
-}
+// SearchAttributes are the custom search attributes of SPEC R-75, by name: those of
+// workflows.SearchAttributes, the one list. Start registers them in its namespace;
+// SearchAttributeCommand renders them for other servers. SQL visibility allows at most 10
+// Keyword, 3 Int and 3 Text attributes per namespace.
+var SearchAttributes = func() map[string]enums.IndexedValueType {
+	m := make(map[string]enums.IndexedValueType, len(workflows.SearchAttributes))
+	for _, key := range workflows.SearchAttributes {
+		m[key.GetName()] = key.GetValueType()
+	}
+	return m
+}()
 
 // SearchAttributeCommand returns the `temporal operator search-attribute create` command line
 // that registers SearchAttributes in namespace on an existing cluster, attributes in name

@@ -25,7 +25,7 @@ const (
 
 // CreateRequest asks Create for a child session.
 type CreateRequest struct {
-	// Provider is ProviderSpawn or ProviderFork.
+	// Provider is subagent.ProviderSpawn or subagent.ProviderFork.
 	Provider string
 	// ChildID is the child session id; empty means a fresh UUID. A caller that may retry
 	// (a Temporal activity) chooses it, so the retry finds the child it created.
@@ -89,15 +89,12 @@ func created(hd session.Header) Created {
 
 // capabilities returns the capabilities of the named variant.
 func capabilities(provider string) (subagent.Capabilities, error) {
-	switch provider {
-	case ProviderSpawn:
-		return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}, nil
-	case ProviderFork:
-		return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true,
-			InheritsParentContext: true}, nil
+	if provider == subagent.ProviderSpawn || provider == subagent.ProviderFork {
+		caps, _ := subagent.ProviderCapabilities(provider)
+		return caps, nil
 	}
 	return subagent.Capabilities{}, fmt.Errorf("inprocess: unknown provider %q (want %q or %q)",
-		provider, ProviderSpawn, ProviderFork)
+		provider, subagent.ProviderSpawn, subagent.ProviderFork)
 }
 
 // plan runs every check and builds the child's header and setup events. When the child
@@ -139,7 +136,7 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 		return plan{}, nil, fmt.Errorf("inprocess: create: parent %s: %w", parentID, err)
 	}
 	var seed []session.Event
-	if cr.Provider == ProviderFork {
+	if cr.Provider == subagent.ProviderFork {
 		seed = session.ForkPrefix(parentEvents)
 	}
 	hd := session.Header{

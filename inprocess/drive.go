@@ -22,24 +22,16 @@ const DelegatedContext = "You are a delegated subagent: your permission scope wa
 // DelegatedContextOrder is the order of DelegatedContext among runtime-context statements.
 const DelegatedContextOrder = 120
 
-// MaxTail bounds Progress.Tail, in bytes.
-const MaxTail = 1024
-
 // Phases of a drive, as Progress reports them.
 const (
 	PhaseRunning = "running"
 	PhaseIdle    = "idle"
 )
 
-// Progress is what a drive reports while it runs (SPEC R-73): for heartbeats and status.
-type Progress struct {
-	Phase         string
-	Steps         int   // steps started by this drive and the drives before it
-	StreamedBytes int64 // text-delta bytes of the child's own events
-	OutputTokens  int64
-	// Tail is the end of the text streamed in the latest step, at most MaxTail bytes.
-	Tail string
-}
+// Progress is what a drive reports while it runs (SPEC R-73): subagent.Progress, the one
+// progress type. Steps counts the steps started by this drive and the drives before it; Tail
+// is the end of the text streamed in the latest step.
+type Progress = subagent.Progress
 
 // DriveRequest asks Drive to run a child's turn.
 type DriveRequest struct {
@@ -156,9 +148,9 @@ func (h *Host) open(ctx context.Context, dr DriveRequest, interrupt bool) (_ *ch
 	}()
 	own := ownEvents(hd, events)
 	if c.provider == "" {
-		c.provider = ProviderSpawn
+		c.provider = subagent.ProviderSpawn
 		if hd.SeedLength > 0 {
-			c.provider = ProviderFork
+			c.provider = subagent.ProviderFork
 		}
 	}
 	req := dr.Request
@@ -281,7 +273,7 @@ func (c *child) observe(ev session.Event) {
 		var d session.AssistantChunkData
 		if ev.Decode(&d) == nil {
 			p.StreamedBytes += int64(len(d.Chunk.Text))
-			p.Tail = tail(p.Tail + d.Chunk.Text)
+			p.Tail = subagent.Tail(p.Tail + d.Chunk.Text)
 		}
 	case session.TypeAssistantMessage:
 		var d session.AssistantMessageData
@@ -301,18 +293,6 @@ func (c *child) snapshot() Progress {
 	c.progressMu.Lock()
 	defer c.progressMu.Unlock()
 	return c.progress
-}
-
-// tail returns the last MaxTail bytes of s, not splitting a UTF-8 sequence.
-func tail(s string) string {
-	if len(s) <= MaxTail {
-		return s
-	}
-	i := len(s) - MaxTail
-	for i < len(s) && s[i]&0xC0 == 0x80 {
-		i++
-	}
-	return s[i:]
 }
 
 // ownEvents returns the child's own events: the log from seedLength on (SPEC R-28).

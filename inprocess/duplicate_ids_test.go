@@ -74,7 +74,7 @@ func TestResumeRunsARepeatedCallIDThatDidNotRun(t *testing.T) {
 	f.script(t, "child.json", `{"toolCalls": [{"name": "count", "input": {}}]}`, `{"text": "done"}`)
 	parent := f.parent(t, session.Header{Route: route("child.json")})
 	req := request(parent, "count twice")
-	created, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	id := created.ChildID
 	call := session.Block{Type: session.BlockToolCall, ID: "dup", Name: "count", Input: json.RawMessage(`{}`)}
@@ -84,7 +84,7 @@ func TestResumeRunsARepeatedCallIDThatDidNotRun(t *testing.T) {
 		}}),
 		event(t, session.TypeTurnStart, session.TurnStartData{Turn: 1}),
 		event(t, session.TypeStepStart, session.StepData{Turn: 1, Step: 1}),
-		event(t, session.TypeSubagentDescr, subagent.NewDescriptor(ProviderSpawn, "")),
+		event(t, session.TypeSubagentDescr, subagent.NewDescriptor(subagent.ProviderSpawn, "")),
 		event(t, session.TypeAssistantMessage, session.AssistantMessageData{Turn: 1, Step: 1, Message: session.AssistantMessage{
 			ID: uuid.NewString(), Role: "assistant", Content: []session.Block{call, call}, Source: "scripted/child.json",
 		}}),

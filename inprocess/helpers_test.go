@@ -16,6 +16,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
 )
@@ -24,7 +25,7 @@ import (
 // recording decorator, the built-in tools plus a counting tool, and a Host over them.
 type fixture struct {
 	cwd      string
-	store    *session.FileStore
+	store    *filestore.Store
 	recorder *recorder
 	models   *model.Registry
 	tools    *tools.Registry
@@ -35,7 +36,7 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	store, err := session.NewFileStore(t.TempDir())
+	store, err := filestore.New(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	f := &fixture{cwd: t.TempDir(), store: store, tools: &tools.Registry{}}

@@ -14,12 +14,6 @@ import (
 	"github.com/subflow-dev/subflow/harness/tools"
 )
 
-// Provider names: the two variants of the in-process driver.
-const (
-	ProviderSpawn = "spawn"
-	ProviderFork  = "fork"
-)
-
 // ErrAbortedBeforePublication is returned by Create and Start when the context is cancelled
 // before the child was published. Nothing is left behind.
 var ErrAbortedBeforePublication = errors.New("subagent request was aborted before child publication")

@@ -21,7 +21,7 @@ func TestCreateTwiceWithTheSameIDIsANoOp(t *testing.T) {
 	f.script(t, "shared.json", `{"text": "parent answer"}`)
 	parent := f.parent(t, session.Header{Route: route("shared.json")})
 	f.runParentTurn(t, parent, "hi")
-	cr := CreateRequest{Provider: ProviderFork, ChildID: uuid.NewString(), Request: request(parent, "go")}
+	cr := CreateRequest{Provider: subagent.ProviderFork, ChildID: uuid.NewString(), Request: request(parent, "go")}
 
 	first, err := f.host.Create(context.Background(), cr)
 	require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestDriveOnAnotherWorkerResumesACutTurn(t *testing.T) {
 	f.script(t, "child.json", `{"toolCalls": [{"name": "count", "input": {}}]}`, `{"text": "done"}`)
 	parent := f.parent(t, session.Header{Route: route("child.json")})
 	req := request(parent, "count once")
-	created, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	id := created.ChildID
 
@@ -60,7 +60,7 @@ func TestDriveOnAnotherWorkerResumesACutTurn(t *testing.T) {
 		}}),
 		event(t, session.TypeTurnStart, session.TurnStartData{Turn: 1}),
 		event(t, session.TypeStepStart, session.StepData{Turn: 1, Step: 1}),
-		event(t, session.TypeSubagentDescr, subagent.NewDescriptor(ProviderSpawn, "")),
+		event(t, session.TypeSubagentDescr, subagent.NewDescriptor(subagent.ProviderSpawn, "")),
 		event(t, session.TypeAssistantMessage, session.AssistantMessageData{Turn: 1, Step: 1, Message: session.AssistantMessage{
 			ID: uuid.NewString(), Role: "assistant", Content: []session.Block{call}, Source: "scripted/child.json",
 		}}),
@@ -126,7 +126,7 @@ func TestDriveCancelledAfterPublicationQueuesNothing(t *testing.T) {
 	f.script(t, "child.json", `{"text": "too late"}`)
 	parent := f.parent(t, session.Header{Route: route("child.json")})
 	req := request(parent, "go")
-	created, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -144,7 +144,7 @@ func TestDriveCancelAbortsTurnWithCauseParent(t *testing.T) {
 	f.script(t, "child.json", `{"text": "0123456789", "chunks": 10, "delayMs": 2000}`)
 	parent := f.parent(t, session.Header{Route: route("child.json")})
 	req := request(parent, "go")
-	created, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -168,7 +168,7 @@ func TestReadResultCancelledEndsATurnItsDriveLeftOpen(t *testing.T) {
 	f := newFixture(t)
 	parent := f.parent(t, session.Header{Route: route("child.json")})
 	req := request(parent, "go")
-	created, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	id := created.ChildID
 	require.NoError(t, f.store.Append(context.Background(), id, session.Renumber([]session.Event{

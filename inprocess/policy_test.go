@@ -18,7 +18,7 @@ import (
 // TestReadOnlyParentsChildrenCannotWrite: the parent's read-only sandbox travels with spawn
 // and fork; the child's write_file is refused and no file appears.
 func TestReadOnlyParentsChildrenCannotWrite(t *testing.T) {
-	for _, provider := range []string{ProviderSpawn, ProviderFork} {
+	for _, provider := range []string{subagent.ProviderSpawn, subagent.ProviderFork} {
 		t.Run(provider, func(t *testing.T) {
 			f := newFixture(t)
 			f.script(t, "child.json",
@@ -60,7 +60,7 @@ func TestMaxDepthBoundsTheSubtree(t *testing.T) {
 	req := request(parent, "go")
 	one := int64(1)
 	req.MaxDepth = &one
-	created, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	hd := f.header(t, created.ChildID)
 	require.NotNil(t, hd.MaxDepth, "the cap is in the child's header, for every nested path")
@@ -69,7 +69,7 @@ func TestMaxDepthBoundsTheSubtree(t *testing.T) {
 	for _, asked := range []*int64{nil, ptr(int64(3))} {
 		nested := request(created.ChildID, "go deeper")
 		nested.MaxDepth = asked
-		_, err = f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: nested})
+		_, err = f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: nested})
 		var de *subagent.DepthError
 		require.ErrorAs(t, err, &de)
 		assert.EqualError(t, err, "subagent depth 2 exceeds maxDepth 1")
@@ -78,11 +78,11 @@ func TestMaxDepthBoundsTheSubtree(t *testing.T) {
 	// A tighter request cap wins over an inherited looser one.
 	three := int64(3)
 	req.MaxDepth = &three
-	mid, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	mid, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	nested := request(mid.ChildID, "go deeper")
 	nested.MaxDepth = ptr(int64(1))
-	_, err = f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: nested})
+	_, err = f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: nested})
 	assert.EqualError(t, err, "subagent depth 2 exceeds maxDepth 1")
 }
 

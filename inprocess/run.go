@@ -12,7 +12,7 @@ import (
 
 // StartOptions configure Start.
 type StartOptions struct {
-	// Provider is ProviderSpawn (the default when empty) or ProviderFork.
+	// Provider is subagent.ProviderSpawn (the default when empty) or subagent.ProviderFork.
 	Provider string
 	// ChildID is the child session id; empty means a fresh UUID.
 	ChildID string
@@ -31,7 +31,7 @@ type StartOptions struct {
 // aborts the child's turn (cause parent) and settles an unfinished result as aborted.
 func (h *Host) Start(ctx context.Context, req subagent.Request, opts StartOptions) (*Run, error) {
 	if opts.Provider == "" {
-		opts.Provider = ProviderSpawn
+		opts.Provider = subagent.ProviderSpawn
 	}
 	created, err := h.Create(ctx, CreateRequest{
 		Provider: opts.Provider, ChildID: opts.ChildID, Request: req, RuntimeDepth: opts.RuntimeDepth,
@@ -172,10 +172,10 @@ type Provider struct {
 }
 
 // Spawn returns the provider "spawn": a child with a fresh conversation.
-func (h *Host) Spawn() *Provider { return &Provider{host: h, name: ProviderSpawn} }
+func (h *Host) Spawn() *Provider { return &Provider{host: h, name: subagent.ProviderSpawn} }
 
 // Fork returns the provider "fork": a child seeded with the parent's completed turns.
-func (h *Host) Fork() *Provider { return &Provider{host: h, name: ProviderFork} }
+func (h *Host) Fork() *Provider { return &Provider{host: h, name: subagent.ProviderFork} }
 
 // Name returns "spawn" or "fork".
 func (p *Provider) Name() string { return p.name }

@@ -36,7 +36,7 @@ func TestDriveInstallsRunToolsForTheDriveOnly(t *testing.T) {
 	parent := f.parent(t, session.Header{Route: route("child.json")})
 	req := request(parent, "who am I?")
 	h := f.hostWith(t, f.recorder)
-	created, err := h.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := h.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 
 	seen := make(chan *agent.Agent, 1)
@@ -107,9 +107,9 @@ func TestToolFilterNamingRunToolsNeedsTheirNamesAtCreate(t *testing.T) {
 	req := request(parent, "go")
 	req.ToolFilter = &subagent.ToolFilter{Deny: []string{"whoami"}}
 
-	_, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	_, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.EqualError(t, err, `tools.restrict() names unknown global tool "whoami"; known global tools: count, grep, list_dir, read_file, write_file`)
-	_, err = f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req, RunTools: []string{"whoami"}})
+	_, err = f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req, RunTools: []string{"whoami"}})
 	require.NoError(t, err)
 }
 

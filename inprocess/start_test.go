@@ -167,7 +167,7 @@ func TestForkSeedsChildWithParentTurns(t *testing.T) {
 	parentEvents := f.events(t, parent)
 	require.Len(t, parentEvents, parentRun)
 
-	r, err := f.host.Start(context.Background(), request(parent, "child question"), StartOptions{Provider: ProviderFork})
+	r, err := f.host.Start(context.Background(), request(parent, "child question"), StartOptions{Provider: subagent.ProviderFork})
 	require.NoError(t, err)
 	res := result(t, r)
 	assert.Equal(t, subagent.StopCompleted, res.StopReason)
@@ -304,9 +304,9 @@ func TestDelegationEventsAtTheirSeq(t *testing.T) {
 	)
 	f.runParentTurn(t, parent, "hi")
 
-	spawn, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: request(parent, "go")})
+	spawn, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: request(parent, "go")})
 	require.NoError(t, err)
-	fork, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderFork, Request: request(parent, "go")})
+	fork, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderFork, Request: request(parent, "go")})
 	require.NoError(t, err)
 
 	delegated := func(events []session.Event, at int) {
@@ -327,7 +327,7 @@ func TestDelegationEventsAtTheirSeq(t *testing.T) {
 	// A parent whose only sandbox mode is a deployment default delegates none.
 	plain := f.parent(t, session.Header{Route: route("shared.json")},
 		event(t, session.TypeSandboxMode, session.SandboxModeData{Mode: tools.SandboxReadOnly, Source: SourceDeployment}))
-	c, err := f.host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: request(plain, "go")})
+	c, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: request(plain, "go")})
 	require.NoError(t, err)
 	assert.Equal(t, []string{session.TypeApprovalPolicy}, types(f.events(t, c.ChildID)))
 }
@@ -374,20 +374,19 @@ func TestPersonaReplacesPresetPersona(t *testing.T) {
 	assert.NotContains(t, system, "careful software engineering agent")
 }
 
-func TestProvidersThroughTheSeamRegistry(t *testing.T) {
+func TestProvidersThroughTheSeam(t *testing.T) {
 	f := newFixture(t)
 	f.script(t, "child.json", `{"text": "ok"}`)
 	parent := f.parent(t, session.Header{Route: route("child.json")})
-	var reg subagent.Registry
-	reg.Register(f.host.Spawn())
-	reg.Register(f.host.Fork())
-	assert.Equal(t, []string{"fork", "spawn"}, reg.Names())
+	var p subagent.Provider = f.host.Spawn()
+	assert.Equal(t, "spawn", p.Name())
+	assert.Equal(t, "fork", f.host.Fork().Name())
 	assert.True(t, f.host.Fork().Capabilities().InheritsParentContext)
 	assert.False(t, f.host.Spawn().Capabilities().InheritsParentContext)
 	assert.Equal(t, subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true},
 		f.host.Spawn().Capabilities())
 
-	run, err := reg.Start(context.Background(), "spawn", request(parent, "go"))
+	run, err := p.Start(context.Background(), request(parent, "go"))
 	require.NoError(t, err)
 	res, err := run.Result(context.Background())
 	require.NoError(t, err)

@@ -51,7 +51,7 @@ func TestDriveResumesAfterAStalledModelStream(t *testing.T) {
 	require.NoError(t, err)
 	parent := f.parent(t, session.Header{Route: &session.Route{Provider: "test-openai", Model: "m"}})
 	req := request(parent, "answer me")
-	created, err := host.Create(context.Background(), CreateRequest{Provider: ProviderSpawn, Request: req})
+	created, err := host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
 	require.NoError(t, err)
 	dr := DriveRequest{ChildID: created.ChildID, Request: req}
 

@@ -85,13 +85,7 @@ func spawn(opts spawnOptions) (*child, error) {
 	// goroutines and Wait closes none of our ends, so frames written just before the exit
 	// are still read after the reap.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Own process group, so the ladder's signals reach the child's helpers too.
-		Setpgid: true,
-		// The child dies with the worker (SPEC R-55). Linux sends it when the forking
-		// *thread* exits, hence the locked thread below.
-		Pdeathsig: syscall.SIGKILL,
-	}
+	cmd.SysProcAttr = childProcAttr()
 
 	c := &child{
 		stdin:      inW,

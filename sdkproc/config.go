@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/subflow-dev/subflow/harness/session"
-	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/subagent/workdir"
 )
 
 // Defaults of Config (SPEC R-50).
@@ -202,7 +202,7 @@ func (c Config) resolve() (resolved, error) {
 		if err != nil {
 			return resolved{}, fmt.Errorf("%s: resolve config cwd: %w", messagePrefix, err)
 		}
-		r.cwd, err = subagent.ResolveCwd(subagent.CwdOptions{Prefix: messagePrefix, ConfigCwd: c.Cwd, ProcessCwd: processCwd})
+		r.cwd, err = workdir.Resolve(workdir.Options{Prefix: messagePrefix, ConfigCwd: c.Cwd, ProcessCwd: processCwd})
 		if err != nil {
 			return resolved{}, err
 		}

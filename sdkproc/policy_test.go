@@ -13,13 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
 )
 
 // toolResultsOf returns the tool/result events of a session in the runtime's session root.
 func toolResultsOf(t *testing.T, root, id string) []session.ToolResultData {
 	t.Helper()
-	store, err := session.NewFileStore(root)
+	store, err := filestore.New(root)
 	require.NoError(t, err)
 	defer store.Close()
 	_, events, err := store.Load(context.Background(), id)

@@ -16,6 +16,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/subagent/workdir"
 )
 
 // ErrAbortedBeforeStart is returned by Start when its context is done before the handshake
@@ -59,9 +60,12 @@ func New(cfg Config, opts Options) (*Provider, error) {
 // Name returns the configured provider name.
 func (p *Provider) Name() string { return p.cfg.ProviderName }
 
-// Capabilities returns no optional capability (SPEC R-3): the child runtime is configured on
-// its own, not per request.
-func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+// Capabilities returns those of subagent.ProviderSDK: no optional capability (SPEC R-3), as
+// the child runtime is configured on its own, not per request.
+func (p *Provider) Capabilities() subagent.Capabilities {
+	caps, _ := subagent.ProviderCapabilities(subagent.ProviderSDK)
+	return caps
+}
 
 // Config returns the validated configuration, defaults applied.
 func (p *Provider) Config() Config { return p.cfg.Config }
@@ -156,11 +160,11 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 // childCwd applies SPEC R-51: the configured cwd (resolved at load) wins, else the parent
 // session's; the choice is checked again because a directory can vanish after load.
 func (p *Provider) childCwd(req subagent.Request) (string, error) {
-	opts := subagent.CwdOptions{Prefix: messagePrefix, ParentCwd: req.Parent.Cwd}
+	opts := workdir.Options{Prefix: messagePrefix, ParentCwd: req.Parent.Cwd}
 	if p.cfg.Cwd != nil {
 		opts.ConfigCwd = &p.cfg.cwd
 	}
-	return subagent.ResolveCwd(opts)
+	return workdir.Resolve(opts)
 }
 
 // errChildExited is the handshake's failure when the process exits before answering.

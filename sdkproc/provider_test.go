@@ -1,16 +1,13 @@
 package sdkproc
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -430,45 +427,6 @@ func TestChildLeadsItsOwnProcessGroup(t *testing.T) {
 	pgid, err := syscall.Getpgid(r.PID())
 	require.NoError(t, err)
 	assert.Equal(t, r.PID(), pgid, "the ladder signals the whole group")
-}
-
-func TestChildDiesWithWorker(t *testing.T) {
-	// Adopt orphans for the duration of the test, so the child can be reaped (and its end
-	// observed) here rather than left a zombie under an init that may not reap.
-	const prSetChildSubreaper = 36
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		t.Skipf("cannot become a child subreaper: %v", errno)
-	}
-	defer syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 0, 0)
-
-	worker := exec.Command(os.Args[0], "-test.run=^$")
-	worker.Env = append(os.Environ(), workerEnv+"="+badchildBin)
-	out, err := worker.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, worker.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	require.NoError(t, err)
-
-	require.NoError(t, worker.Process.Kill())
-	_ = worker.Wait()
-	reaped := make(chan syscall.WaitStatus, 1)
-	go func() {
-		var ws syscall.WaitStatus
-		_, err := syscall.Wait4(pid, &ws, 0, nil)
-		if err == nil {
-			reaped <- ws
-		}
-	}()
-	select {
-	case ws := <-reaped:
-		require.True(t, ws.Signaled())
-		assert.Equal(t, syscall.SIGKILL, ws.Signal(), "the parent-death signal")
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("child %d outlived its worker", pid)
-	}
 }
 
 // A caller's logger (an activity's, with its workflow ids) carries the run's lines, so the

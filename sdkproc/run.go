@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -126,17 +125,9 @@ const (
 	PhaseSettled   = "settled"   // result settled
 )
 
-// progressTailSize bounds Progress.Tail.
-const progressTailSize = 512
-
-// Progress is what a run has done so far.
-type Progress struct {
-	Phase         string `json:"phase"`
-	Steps         int    `json:"steps"`         // step/start events of the run
-	StreamedBytes int64  `json:"streamedBytes"` // bytes of text deltas
-	OutputTokens  int64  `json:"outputTokens"`  // output tokens reported by assistant messages
-	Tail          string `json:"tail"`          // the end of the partial answer, at most 512 bytes
-}
+// Progress is what a run has done so far: subagent.Progress, the one progress type. Steps
+// counts the step/start events of the run.
+type Progress = subagent.Progress
 
 func (r *Run) requestAbort() { r.abortOnce.Do(func() { close(r.abort) }) }
 
@@ -357,7 +348,7 @@ func (s *collectState) track(ev session.Event) {
 		if ev.Decode(&d) == nil && d.Chunk.Type == session.ChunkTextDelta {
 			r.mu.Lock()
 			r.progress.StreamedBytes += int64(len(d.Chunk.Text))
-			r.progress.Tail = tail(r.progress.Tail + d.Chunk.Text)
+			r.progress.Tail = subagent.Tail(r.progress.Tail + d.Chunk.Text)
 			r.mu.Unlock()
 		}
 	case session.TypeAssistantMessage:
@@ -368,23 +359,11 @@ func (s *collectState) track(ev session.Event) {
 				r.progress.OutputTokens += d.Usage.OutputTokens
 			}
 			if text := session.JoinText(d.Message.Content); text != "" {
-				r.progress.Tail = tail(text)
+				r.progress.Tail = subagent.Tail(text)
 			}
 			r.mu.Unlock()
 		}
 	}
-}
-
-// tail returns the last progressTailSize bytes of s, starting on a rune boundary.
-func tail(s string) string {
-	if len(s) <= progressTailSize {
-		return s
-	}
-	s = s[len(s)-progressTailSize:]
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:]
-	}
-	return s
 }
 
 // snippet shortens raw JSON for a message.

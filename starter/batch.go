@@ -224,7 +224,7 @@ func checkTask(t workflows.Task, batchID string, d workflows.TaskDefaults) error
 	if in.Root != nil && in.Root.Route.Provider == model.ProviderScripted && in.Root.Route.Model == "" {
 		return fmt.Errorf("task: model-provider %s needs model SCRIPT.json", model.ProviderScripted)
 	}
-	if err := workflows.CheckStart(in.Provider, in.Request); err != nil {
+	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
 		var ve *subagent.ValidationError
 		if errors.As(err, &ve) {
 			return errors.New(ve.Message)

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
@@ -54,15 +55,15 @@ type showcase struct {
 func showcases() []showcase {
 	return []showcase{
 		{name: "spawn", task: "List the workspace and summarize NOTES.md.", script: "spawn.json",
-			flags: runFlags{provider: workflows.ProviderSpawn, label: "demo: spawn"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderSpawn, label: "demo: spawn"}, want: subagent.StopCompleted},
 		{name: "fork", task: "Which checklist step should come last, and why?", forkOf: "spawn",
-			flags: runFlags{provider: workflows.ProviderFork, label: "demo: fork"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderFork, label: "demo: fork"}, want: subagent.StopCompleted},
 		{name: "structured", task: "Read NOTES.md and report the checklist as structured data.", script: "structured.json",
-			flags: runFlags{provider: workflows.ProviderSpawn, label: "demo: structured", schema: "schema.json"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderSpawn, label: "demo: structured", schema: "schema.json"}, want: subagent.StopCompleted},
 		{name: "sdk", task: "How often does NOTES.md mention the release? Answer in one sentence.", script: "sdk.json",
-			flags: runFlags{provider: workflows.ProviderSDK, label: "demo: sdk child"}, want: subagent.StopCompleted},
+			flags: runFlags{provider: subagent.ProviderSDK, label: "demo: sdk child"}, want: subagent.StopCompleted},
 		{name: "cancelled", task: "Write a long essay on release engineering.", script: "cancel.json", cancel: true,
-			flags: runFlags{provider: workflows.ProviderSpawn, label: "demo: cancelled"}, want: subagent.StopAborted},
+			flags: runFlags{provider: subagent.ProviderSpawn, label: "demo: cancelled"}, want: subagent.StopAborted},
 	}
 }
 
@@ -120,32 +121,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer srv.Stop()
 	copts := srv.ClientOptions()
 	copts.Logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	stopMetrics, err := withMetrics(*metricsAddr, &copts, stdout)
-	if err != nil {
-		fmt.Fprintf(stderr, "starter demo: %v\n", err)
-		return exitError
-	}
-	defer func() { _ = stopMetrics() }()
-	c, err := client.DialContext(ctx, copts)
-	if err != nil {
-		fmt.Fprintf(stderr, "starter demo: connect to %s: %v\n", srv.FrontendAddr(), err)
-		return exitError
-	}
-	defer c.Close()
-	stopWorker, err := startWorker(c, app.Options{
+	local, err := startLocalWorker(ctx, srv, copts, *metricsAddr, app.Options{
 		TaskQueue:   workflows.TaskQueue,
 		SessionRoot: filepath.Join(dir, "sessions"),
 		Logger:      zap.NewNop(),
-	})
+	}, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter demo: %v\n", err)
 		return exitError
 	}
 	defer func() {
-		if err := stopWorker(); err != nil {
-			fmt.Fprintf(stderr, "starter demo: stop worker: %v\n", err)
+		if err := local.stop(); err != nil {
+			fmt.Fprintf(stderr, "starter demo: %v\n", err)
 		}
 	}()
+	c := local.c
 
 	fmt.Fprintf(stdout, "Temporal server  %s\nWeb UI           %s\nWorking dir      %s\n", srv.FrontendAddr(), srv.UIAddr(), dir)
 	route := demoRoute(stdout)
@@ -260,7 +250,7 @@ func runOne(ctx context.Context, c client.Client, s showcase, f runFlags) demoRe
 		res.err = err
 		return res
 	}
-	pub, wr, err := workflows.Start(ctx, c, opts)
+	pub, wr, err := subflow.Start(ctx, c, opts)
 	if err != nil {
 		res.err = err
 		return res
@@ -300,7 +290,7 @@ func cancelWhenStreaming(ctx context.Context, c client.Client, wr client.Workflo
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for time.Now().Before(deadline) {
-		st, err := workflows.Describe(ctx, c, wr.GetID(), wr.GetRunID())
+		st, err := subflow.Describe(ctx, c, wr.GetID(), wr.GetRunID())
 		if err == nil && st.Progress != nil && st.Progress.Tail != "" {
 			break
 		}

@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-
-	"go.temporal.io/sdk/client"
 
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/worker/app"
@@ -49,27 +46,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if !*noWorker {
-		copts := srv.ClientOptions()
-		stopMetrics, err := withMetrics(*metricsAddr, &copts, stdout)
-		if err != nil {
-			fmt.Fprintf(stderr, "starter dev: %v\n", err)
-			return exitError
-		}
-		defer func() { _ = stopMetrics() }()
-		c, err := client.DialContext(ctx, copts)
-		if err != nil {
-			fmt.Fprintf(stderr, "starter dev: connect to %s: %v\n", srv.FrontendAddr(), err)
-			return exitError
-		}
-		defer c.Close()
-		stopWorker, err := startWorker(c, app.Options{TaskQueue: *taskQueue, SessionRoot: os.Getenv("SUBFLOW_SESSION_ROOT")})
+		local, err := startLocalWorker(ctx, srv, srv.ClientOptions(), *metricsAddr, app.Options{TaskQueue: *taskQueue}, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			return exitError
 		}
 		defer func() {
-			if err := stopWorker(); err != nil {
-				fmt.Fprintf(stderr, "starter dev: stop worker: %v\n", err)
+			if err := local.stop(); err != nil {
+				fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			}
 		}()
 		fmt.Fprintf(stdout, "Worker           task queue %s\n", *taskQueue)

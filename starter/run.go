@@ -18,9 +18,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -44,7 +46,7 @@ type runFlags struct {
 	schema        string
 	maxDepth      string
 	persona       string
-	allow, deny   stringList
+	allow, deny   app.StringList
 	label         string
 	id            string
 	taskQueue     string
@@ -53,14 +55,8 @@ type runFlags struct {
 	json          bool
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
 func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.provider, "provider", workflows.ProviderSpawn, "subagent provider: spawn, fork or sdk")
+	fs.StringVar(&f.provider, "provider", subagent.ProviderSpawn, "subagent provider: spawn, fork or sdk")
 	fs.StringVar(&f.parent, "parent", "", "parent `SESSION` id; without it a root session is created from --cwd")
 	fs.StringVar(&f.cwd, "cwd", "", "working `DIR` of the root session (default: the current directory)")
 	fs.StringVar(&f.modelProvider, "model-provider", "", "model provider `NAME`: deepseek-official, openai-compatible or scripted")
@@ -106,15 +102,15 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // --parent the run creates a root session (SPEC R-82) in --cwd, made absolute, routed by the
 // route flags or the default route; with --parent the route flags override the parent's
 // route field by field.
-func (f *runFlags) startOptions(task string) (workflows.StartOptions, error) {
+func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	if strings.TrimSpace(task) == "" {
-		return workflows.StartOptions{}, usagef("starter run: missing TASK")
+		return subflow.StartOptions{}, usagef("starter run: missing TASK")
 	}
 	if f.detach && f.follow {
-		return workflows.StartOptions{}, usagef("starter run: --detach and --follow exclude each other")
+		return subflow.StartOptions{}, usagef("starter run: --detach and --follow exclude each other")
 	}
 	if f.maxTokens < 0 {
-		return workflows.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
+		return subflow.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
 	}
 	req := subagent.Request{
 		Label:        f.label,
@@ -126,7 +122,7 @@ func (f *runFlags) startOptions(task string) (workflows.StartOptions, error) {
 		// Range checks belong to the workflow, which answers with the SPEC message.
 		n, err := strconv.ParseInt(strings.TrimSpace(f.maxDepth), 10, 64)
 		if err != nil {
-			return workflows.StartOptions{}, usagef("starter run: --max-depth must be an integer: %q", f.maxDepth)
+			return subflow.StartOptions{}, usagef("starter run: --max-depth must be an integer: %q", f.maxDepth)
 		}
 		req.MaxDepth = &n
 	}
@@ -136,10 +132,10 @@ func (f *runFlags) startOptions(task string) (workflows.StartOptions, error) {
 	if f.schema != "" {
 		raw, err := os.ReadFile(f.schema)
 		if err != nil {
-			return workflows.StartOptions{}, usagef("starter run: --schema: %v", err)
+			return subflow.StartOptions{}, usagef("starter run: --schema: %v", err)
 		}
 		if !json.Valid(raw) {
-			return workflows.StartOptions{}, usagef("starter run: --schema %s: not valid JSON", f.schema)
+			return subflow.StartOptions{}, usagef("starter run: --schema %s: not valid JSON", f.schema)
 		}
 		req.OutputSchema = raw
 	}
@@ -151,7 +147,7 @@ func (f *runFlags) startOptions(task string) (workflows.StartOptions, error) {
 		}
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return workflows.StartOptions{}, usagef("starter run: --cwd %s: %v", dir, err)
+			return subflow.StartOptions{}, usagef("starter run: --cwd %s: %v", dir, err)
 		}
 		cwd = abs
 	}
@@ -160,14 +156,14 @@ func (f *runFlags) startOptions(task string) (workflows.StartOptions, error) {
 	if f.parent == "" {
 		route, err := f.rootRoute()
 		if err != nil {
-			return workflows.StartOptions{}, err
+			return subflow.StartOptions{}, err
 		}
 		// The root session carries the route; the request repeats it because sdk children
 		// take their route from the request only (SPEC R-83).
 		in.Request.AgentOptions = route
 		in.Root = &workflows.RootSession{Cwd: cwd, Route: route}
 	}
-	return workflows.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
+	return subflow.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
 }
 
 // rootRoute is the route of a new root session: the route flags, defaulting to DeepSeek.
@@ -216,7 +212,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
-	pub, wr, err := workflows.Start(ctx, c, opts)
+	pub, wr, err := subflow.Start(ctx, c, opts)
 	if err != nil {
 		var ve *subagent.ValidationError
 		switch {
@@ -303,7 +299,7 @@ func wait(ctx context.Context, c client.Client, wr client.WorkflowRun, live io.W
 			}
 			return out, nil
 		case <-tick:
-			st, err := workflows.Describe(ctx, c, wr.GetID(), wr.GetRunID())
+			st, err := subflow.Describe(ctx, c, wr.GetID(), wr.GetRunID())
 			if err == nil && st.Progress != nil {
 				tail.update(st.Progress.Tail)
 			}

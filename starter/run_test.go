@@ -14,12 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-func parseRun(t *testing.T, args ...string) (workflows.StartOptions, error) {
+func parseRun(t *testing.T, args ...string) (subflow.StartOptions, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("starter run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -47,7 +48,7 @@ func TestRunDefaultsCreateARootSession(t *testing.T) {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	in := opts.Input
-	assert.Equal(t, workflows.ProviderSpawn, in.Provider)
+	assert.Equal(t, subagent.ProviderSpawn, in.Provider)
 	assert.Equal(t, workflows.TaskQueue, opts.TaskQueue)
 	assert.Empty(t, opts.WorkflowID, "Start names it subagent-<childId>")
 	assert.Equal(t, "summarize the repo", session.JoinText(in.Request.Prompt))

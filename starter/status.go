@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -26,7 +27,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitError
 	}
 	defer c.Close()
-	st, err := workflows.Describe(ctx, c, id, "")
+	st, err := subflow.Describe(ctx, c, id, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "starter status: %v\n", err)
 		return exitError

@@ -1,13 +1,56 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/worker/app"
 )
+
+// localWorker is the set-up `starter dev` and `starter demo` share on an embedded server: the
+// metrics export (when asked for), a client of the server and a worker on it.
+type localWorker struct {
+	c    client.Client
+	stop func() error
+}
+
+// startLocalWorker dials srv with copts (its ClientOptions, possibly adjusted), serving the
+// SDK metrics on metricsAddr when set, and starts a worker with opts. Stop stops the worker,
+// closes the client and the metrics export, in that order. Errors name what failed.
+func startLocalWorker(ctx context.Context, srv *devserver.Server, copts client.Options, metricsAddr string,
+	opts app.Options, stdout io.Writer) (*localWorker, error) {
+	stopMetrics, err := withMetrics(metricsAddr, &copts, stdout)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.DialContext(ctx, copts)
+	if err != nil {
+		_ = stopMetrics()
+		return nil, fmt.Errorf("connect to %s: %w", srv.FrontendAddr(), err)
+	}
+	stopWorker, err := startWorker(c, opts)
+	if err != nil {
+		c.Close()
+		_ = stopMetrics()
+		return nil, err
+	}
+	return &localWorker{c: c, stop: func() error {
+		err := stopWorker()
+		c.Close()
+		if merr := stopMetrics(); merr != nil {
+			err = errors.Join(err, merr)
+		}
+		if err != nil {
+			return fmt.Errorf("stop worker: %w", err)
+		}
+		return nil
+	}}, nil
+}
 
 // startWorker starts a worker inside the starter, as `starter dev` and `starter demo` run
 // it. app's defaults make the starter's own executable the sdk child command (see

@@ -20,7 +20,7 @@ func CheckRequest(providerName string, caps Capabilities, req Request) error {
 	}
 	for _, a := range asks {
 		if a.asked && !a.honour {
-			return invalid(RuleUnsupportedCapability,
+			return Rejectf(RuleUnsupportedCapability,
 				"subagent provider %q does not support the %q capability", providerName, a.name)
 		}
 	}
@@ -36,7 +36,7 @@ func CheckRequest(providerName string, caps Capabilities, req Request) error {
 // CheckMaxDepth rejects a maxDepth outside [0, 2^53−1]. Nil (no cap) passes.
 func CheckMaxDepth(maxDepth *int64) error {
 	if maxDepth != nil && (*maxDepth < 0 || *maxDepth > session.MaxSafeInteger) {
-		return invalid(RuleInvalidMaxDepth, "subagent maxDepth must be a non-negative safe integer")
+		return Rejectf(RuleInvalidMaxDepth, "subagent maxDepth must be a non-negative safe integer")
 	}
 	return nil
 }

@@ -15,17 +15,17 @@ func ChildDepth(stored int64, runtime *float64, maxDepth *int64) (int64, error) 
 		return 0, err
 	}
 	if stored < 0 || stored > session.MaxSafeInteger {
-		return 0, invalid(RuleInvalidStoredDepth, "session delegationDepth must be a non-negative safe integer")
+		return 0, Rejectf(RuleInvalidStoredDepth, "session delegationDepth must be a non-negative safe integer")
 	}
 	parent := stored
 	if runtime != nil {
 		if !session.IsSafeInteger(*runtime) {
-			return 0, invalid(RuleInvalidRuntimeDepth, "agent subagentDepth must be a non-negative safe integer")
+			return 0, Rejectf(RuleInvalidRuntimeDepth, "agent subagentDepth must be a non-negative safe integer")
 		}
 		parent = max(parent, int64(*runtime))
 	}
 	if parent >= session.MaxSafeInteger {
-		return 0, invalid(RuleDepthOverflow, "subagent child depth exceeds the safe-integer range")
+		return 0, Rejectf(RuleDepthOverflow, "subagent child depth exceeds the safe-integer range")
 	}
 	child := parent + 1
 	if maxDepth != nil && child > *maxDepth {

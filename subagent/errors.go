@@ -30,7 +30,8 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string { return e.Message }
 
-func invalid(rule, format string, a ...any) *ValidationError {
+// Rejectf returns the rejection of rule with the message format and a make.
+func Rejectf(rule, format string, a ...any) *ValidationError {
 	return &ValidationError{Rule: rule, Message: fmt.Sprintf(format, a...)}
 }
 

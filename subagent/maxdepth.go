@@ -58,7 +58,7 @@ func ParseMaxDepthSetting(s string) (MaxDepthSetting, error) {
 }
 
 func badMaxDepthSetting(input string) error {
-	return invalid(RuleInvalidMaxDepthConfig,
+	return Rejectf(RuleInvalidMaxDepthConfig,
 		"subagent maxDepth must be a non-negative safe integer or %q: %s", ProviderManaged, input)
 }
 
@@ -91,7 +91,7 @@ func (s MaxDepthSetting) CheckProvider(providerName string, caps Capabilities) e
 	if s.managed || caps.DepthLimit {
 		return nil
 	}
-	return invalid(RuleDepthLimitUnsupported,
+	return Rejectf(RuleDepthLimitUnsupported,
 		"subagent provider %q does not support the %q capability: set maxDepth to %q",
 		providerName, CapDepthLimit, ProviderManaged)
 }

@@ -49,7 +49,7 @@ func CheckSchema(raw json.RawMessage) error {
 	if len(c.violations) == 0 {
 		return nil
 	}
-	return invalid(RuleUnsupportedSchema, "unsupported JSON schema: %s", strings.Join(c.violations, "; "))
+	return Rejectf(RuleUnsupportedSchema, "unsupported JSON schema: %s", strings.Join(c.violations, "; "))
 }
 
 var errNotJSON = errors.New("not valid JSON")

@@ -84,7 +84,7 @@ func TestBatchMixedProviders(t *testing.T) {
 		`{"toolCalls": [{"name": "list_dir", "input": {}}]}`,
 		`{"text": "spawn answer"}`,
 		`{"text": "fork answer", "delayMs": 100}`)
-	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, forkParent, "look around"))
+	pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, forkParent, "look around"))
 	_, cancelled := outcome(t, run)
 	require.False(t, cancelled)
 
@@ -95,17 +95,17 @@ func TestBatchMixedProviders(t *testing.T) {
 		answer := fmt.Sprintf("answer %d", i)
 		switch {
 		case i == 2:
-			tasks[i] = scriptedTask(workflows.ProviderSpawn, dir, script(t, dir,
+			tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, script(t, dir,
 				fmt.Sprintf(`{"toolCalls": [{"name": "structured_output", "input": {"n": %d}}]}`, i)), "structured")
 			tasks[i].Schema = json.RawMessage(`{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}`)
 			answer = ""
 		case i%10 == 1:
-			tasks[i] = workflows.Task{Provider: workflows.ProviderFork, Task: "and then?", Parent: pub.ChildID}
+			tasks[i] = workflows.Task{Provider: subagent.ProviderFork, Task: "and then?", Parent: pub.ChildID}
 			answer = "fork answer"
 		case i%10 == 0:
-			tasks[i] = scriptedTask(workflows.ProviderSDK, dir, script(t, dir, fmt.Sprintf(`{"text": %q, "delayMs": 100}`, answer)), "from a process")
+			tasks[i] = scriptedTask(subagent.ProviderSDK, dir, script(t, dir, fmt.Sprintf(`{"text": %q, "delayMs": 100}`, answer)), "from a process")
 		default:
-			tasks[i] = scriptedTask(workflows.ProviderSpawn, dir, script(t, dir, fmt.Sprintf(`{"text": %q, "chunks": 2, "delayMs": 100}`, answer)), "spawn")
+			tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, fmt.Sprintf(`{"text": %q, "chunks": 2, "delayMs": 100}`, answer)), "spawn")
 		}
 		tasks[i].Label = fmt.Sprintf("task %d", i)
 		want[i] = answer
@@ -174,7 +174,7 @@ func TestBatchContinueAsNew(t *testing.T) {
 	answer := script(t, dir, `{"text": "ok"}`)
 	var lines []string
 	for i := range 30 {
-		line, err := json.Marshal(scriptedTask(workflows.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
+		line, err := json.Marshal(scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
 		require.NoError(t, err)
 		lines = append(lines, string(line))
 	}
@@ -203,9 +203,9 @@ func TestBatchContinueAsNew(t *testing.T) {
 func TestBatchCancel(t *testing.T) {
 	dir := t.TempDir()
 	slow := slowScript(t, dir)
-	tasks := []workflows.Task{scriptedTask(workflows.ProviderSDK, dir, slow, "slow sdk")}
+	tasks := []workflows.Task{scriptedTask(subagent.ProviderSDK, dir, slow, "slow sdk")}
 	for range 9 {
-		tasks = append(tasks, scriptedTask(workflows.ProviderSpawn, dir, slow, "slow spawn"))
+		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, slow, "slow spawn"))
 	}
 	out := filepath.Join(dir, "results.jsonl")
 	batchID := "batch-" + uuid.NewString()

@@ -9,6 +9,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -22,7 +23,7 @@ func TestCancelWhileWorkerDown(t *testing.T) {
 	store := f.openStore()
 	dir := t.TempDir()
 	w1 := f.startWorker()
-	pub, run := f.start(rootInput(workflows.ProviderSpawn, dir, slowScript(t, dir), "stream slowly"))
+	pub, run := f.start(rootInput(subagent.ProviderSpawn, dir, slowScript(t, dir), "stream slowly"))
 	pendingActivity(t, f.c, run, workflows.ActivityDrive, func(_ enumsState, p workflows.Progress) bool {
 		return p.Tail != ""
 	})

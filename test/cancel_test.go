@@ -31,12 +31,12 @@ func slowScript(t testing.TB, dir string) string {
 // partial output streamed so far.
 func TestCancelInProcess(t *testing.T) {
 	dir := t.TempDir()
-	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, slowScript(t, dir), "stream slowly"))
+	pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, slowScript(t, dir), "stream slowly"))
 
 	st := waitStreaming(t, run)
 	assert.Equal(t, workflows.PhaseDriving, st.Phase)
 	assert.Equal(t, pub.ChildID, st.ChildID, "the status query names the child mid-run")
-	assert.Equal(t, workflows.ProviderSpawn, st.Provider)
+	assert.Equal(t, subagent.ProviderSpawn, st.Provider)
 
 	require.NoError(t, env.c.CancelWorkflow(context.Background(), run.GetID(), run.GetRunID()))
 	out, cancelled := outcome(t, run)
@@ -50,7 +50,7 @@ func TestCancelInProcess(t *testing.T) {
 func TestCancelSDK(t *testing.T) {
 	waitNoChildRuntimes(t) // so that every child process seen below is this run's
 	dir := t.TempDir()
-	pub, run := start(t, rootInput(workflows.ProviderSDK, dir, slowScript(t, dir), "stream slowly"))
+	pub, run := start(t, rootInput(subagent.ProviderSDK, dir, slowScript(t, dir), "stream slowly"))
 
 	st := waitStreaming(t, run)
 	assert.Equal(t, pub.ChildID, st.ChildID)

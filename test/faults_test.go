@@ -23,7 +23,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
@@ -131,7 +133,7 @@ func (f *faultEnv) start(in workflows.StartInput) (workflows.Published, client.W
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
 	defer cancel()
-	pub, run, err := workflows.Start(ctx, f.c, workflows.StartOptions{TaskQueue: f.taskQueue, Input: in})
+	pub, run, err := subflow.Start(ctx, f.c, subflow.StartOptions{TaskQueue: f.taskQueue, Input: in})
 	require.NoError(t, err)
 	return pub, run
 }
@@ -337,9 +339,9 @@ func alive(pid int) bool {
 }
 
 // openFileStore opens a second FileStore on a session root, for the test to read.
-func openFileStore(t testing.TB, root string) *session.FileStore {
+func openFileStore(t testing.TB, root string) *filestore.Store {
 	t.Helper()
-	s, err := session.NewFileStore(root)
+	s, err := filestore.New(root)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s

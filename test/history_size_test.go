@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -32,7 +33,7 @@ func TestHistoryBounded(t *testing.T) {
 
 	size := func(responses []string) (events, bytes int64, steps int) {
 		dir := t.TempDir()
-		pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, script(t, dir, responses...), "list the directory"))
+		pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, script(t, dir, responses...), "list the directory"))
 		out, cancelled := outcome(t, run)
 		require.False(t, cancelled)
 		require.Equal(t, answer, session.JoinText(out.Result.Output))
@@ -62,8 +63,8 @@ func TestRecordBatchHistory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	tasks := []workflows.Task{
-		scriptedTask(workflows.ProviderSpawn, dir, script(t, dir, `{"text": "first"}`), "one"),
-		scriptedTask(workflows.ProviderSpawn, dir, script(t, dir, `{"text": "second"}`), "two"),
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "first"}`), "one"),
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "second"}`), "two"),
 	}
 	run := startBatch(t, workflows.BatchInput{Tasks: tasks, OutFile: filepath.Join(dir, "results.jsonl"), Concurrency: 2})
 	var sum workflows.BatchSummary

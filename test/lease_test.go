@@ -42,7 +42,7 @@ func leaseAcrossProcesses(t *testing.T, storeSpec string) {
 	require.True(t, ok, "the store grants leases")
 	dir := t.TempDir()
 	f.startWorker()
-	pub, run := f.start(rootInput(workflows.ProviderSpawn, dir,
+	pub, run := f.start(rootInput(subagent.ProviderSpawn, dir,
 		script(t, dir, `{"text": "leased answer", "chunks": 4, "delayMs": 4000}`), "hold the lease"))
 	pendingActivity(t, f.c, run, workflows.ActivityDrive, func(_ enumsState, p workflows.Progress) bool {
 		return p.Tail != ""

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
@@ -149,7 +150,7 @@ func start(t testing.TB, in workflows.StartInput) (workflows.Published, client.W
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	pub, run, err := workflows.Start(ctx, env.c, workflows.StartOptions{TaskQueue: env.taskQueue, Input: in})
+	pub, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: env.taskQueue, Input: in})
 	require.NoError(t, err)
 	require.NotEmpty(t, pub.ChildID)
 	return pub, run
@@ -191,7 +192,7 @@ func waitStreaming(t testing.TB, run client.WorkflowRun) workflows.Status {
 	var st workflows.Status
 	require.Eventually(t, func() bool {
 		var err error
-		st, err = workflows.Describe(context.Background(), env.c, run.GetID(), run.GetRunID())
+		st, err = subflow.Describe(context.Background(), env.c, run.GetID(), run.GetRunID())
 		return err == nil && st.Progress != nil && st.Progress.Tail != ""
 	}, waitLimit, 50*time.Millisecond, "run %s never streamed", run.GetID())
 	return st

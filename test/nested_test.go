@@ -14,8 +14,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/activities"
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -28,7 +31,7 @@ func subagentCall(t testing.TB, inputs ...map[string]any) string {
 	}
 	calls := make([]call, len(inputs))
 	for i, in := range inputs {
-		calls[i] = call{Name: subagent.ToolName, Input: in}
+		calls[i] = call{Name: subagenttool.Name, Input: in}
 	}
 	raw, err := json.Marshal(map[string]any{"toolCalls": calls})
 	require.NoError(t, err)
@@ -55,7 +58,7 @@ func TestNestedDelegation(t *testing.T) {
 			map[string]any{"task": "task b", "label": "b", "model": bScript}),
 		`{"text": "parent done"}`)
 
-	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, parentScript, "delegate twice"))
+	pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, parentScript, "delegate twice"))
 	out, cancelled := outcome(t, run)
 	require.False(t, cancelled)
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
@@ -107,12 +110,12 @@ func TestNestedCancel(t *testing.T) {
 	parentScript := script(t, dir,
 		subagentCall(t, map[string]any{"task": "stream slowly", "model": slow}),
 		`{"text": "never reached"}`)
-	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, parentScript, "delegate and wait"))
+	pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, parentScript, "delegate and wait"))
 
 	nestedID := workflows.WorkflowID(activities.NestedChildID(pub.ChildID, "call_0_0"))
 	var nested workflows.Status
 	require.Eventually(t, func() bool {
-		st, err := workflows.Describe(context.Background(), env.c, nestedID, "")
+		st, err := subflow.Describe(context.Background(), env.c, nestedID, "")
 		nested = st
 		return err == nil && st.Progress != nil && st.Progress.Tail != ""
 	}, waitLimit, 50*time.Millisecond, "the nested run never streamed")
@@ -164,7 +167,7 @@ type toolResult struct {
 // toolResults returns the subagent tool results stored in a session's log, in order.
 func toolResults(t testing.TB, sessionID string) []toolResult {
 	t.Helper()
-	store, err := session.NewFileStore(env.sessionRoot)
+	store, err := filestore.New(env.sessionRoot)
 	require.NoError(t, err)
 	defer func() { _ = store.Close() }()
 	_, events, err := store.Load(context.Background(), sessionID)
@@ -172,7 +175,7 @@ func toolResults(t testing.TB, sessionID string) []toolResult {
 	var out []toolResult
 	for _, ev := range events {
 		var d session.ToolResultData
-		if ev.Type != session.TypeToolResult || ev.Decode(&d) != nil || d.Name != subagent.ToolName {
+		if ev.Type != session.TypeToolResult || ev.Decode(&d) != nil || d.Name != subagenttool.Name {
 			continue
 		}
 		out = append(out, toolResult{session.JoinText(d.Content), d.IsError})

@@ -55,7 +55,7 @@ func killedAtPhase(t *testing.T, phase string) {
 	require.NoError(t, store.Create(context.Background(), session.Header{ID: parentID, Cwd: cwd, Route: &route}))
 	childID := uuid.NewString()
 	in := workflows.StartInput{
-		Provider: workflows.ProviderSpawn,
+		Provider: subagent.ProviderSpawn,
 		ChildID:  childID,
 		Request: subagent.Request{
 			Prompt: []session.Block{session.Text("write a")},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkWorkerKillRecovery(b *testing.B) {
 		store := f.openStore()
 		dir := b.TempDir()
 		w1 := f.startWorker()
-		pub, run := f.start(rootInput(workflows.ProviderSpawn, dir, slowScript(b, dir), "stream slowly"))
+		pub, run := f.start(rootInput(subagent.ProviderSpawn, dir, slowScript(b, dir), "stream slowly"))
 		pendingActivity(b, f.c, run, workflows.ActivityDrive, func(_ enumsState, p workflows.Progress) bool {
 			return p.Tail != ""
 		})

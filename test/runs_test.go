@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -24,7 +25,7 @@ func TestProvidersComplete(t *testing.T) {
 		`{"text": "spawn answer", "chunks": 3}`,
 		`{"text": "fork answer"}`)
 
-	pub, run := start(t, rootInput(workflows.ProviderSpawn, dir, path, "look around"))
+	pub, run := start(t, rootInput(subagent.ProviderSpawn, dir, path, "look around"))
 	out, cancelled := outcome(t, run)
 	require.False(t, cancelled)
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
@@ -35,7 +36,7 @@ func TestProvidersComplete(t *testing.T) {
 
 	t.Run("fork", func(t *testing.T) {
 		in := workflows.StartInput{
-			Provider: workflows.ProviderFork,
+			Provider: subagent.ProviderFork,
 			Request: subagent.Request{
 				Prompt: []session.Block{session.Text("and then?")},
 				Parent: subagent.ParentRef{SessionID: pub.ChildID},
@@ -54,7 +55,7 @@ func TestProvidersComplete(t *testing.T) {
 
 	t.Run("sdk", func(t *testing.T) {
 		sdkScript := script(t, dir, `{"text": "sdk answer", "chunks": 2}`)
-		sdkPub, sdkRun := start(t, rootInput(workflows.ProviderSDK, dir, sdkScript, "answer from a process"))
+		sdkPub, sdkRun := start(t, rootInput(subagent.ProviderSDK, dir, sdkScript, "answer from a process"))
 		out, cancelled := outcome(t, sdkRun)
 		require.False(t, cancelled)
 		assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
@@ -69,7 +70,7 @@ func TestProvidersComplete(t *testing.T) {
 func TestStructuredOutput(t *testing.T) {
 	dir := t.TempDir()
 	path := script(t, dir, `{"toolCalls": [{"name": "structured_output", "input": {"answer": 42, "why": "scripted"}}]}`)
-	in := rootInput(workflows.ProviderSpawn, dir, path, "report structured")
+	in := rootInput(subagent.ProviderSpawn, dir, path, "report structured")
 	in.Request.OutputSchema = json.RawMessage(`{"type": "object", "properties": {"answer": {"type": "integer"}, "why": {"type": "string"}}, "required": ["answer"]}`)
 
 	_, run := start(t, in)
@@ -83,14 +84,14 @@ func TestStructuredOutput(t *testing.T) {
 // through Update-with-Start with the exact SPEC message, and its workflow fails with it.
 func TestRejectedOverMaxDepth(t *testing.T) {
 	dir := t.TempDir()
-	in := rootInput(workflows.ProviderSpawn, dir, script(t, dir, `{"text": "never"}`), "too deep")
+	in := rootInput(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "never"}`), "too deep")
 	zero := int64(0)
 	in.Request.MaxDepth = &zero
 	id := "e2e-too-deep-" + t.Name()
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	_, _, err := workflows.Start(ctx, env.c, workflows.StartOptions{WorkflowID: id, TaskQueue: env.taskQueue, Input: in})
+	_, _, err := subflow.Start(ctx, env.c, subflow.StartOptions{WorkflowID: id, TaskQueue: env.taskQueue, Input: in})
 	var ve *subagent.ValidationError
 	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, "subagent depth 1 exceeds maxDepth 0", ve.Error())

@@ -23,7 +23,7 @@ func TestWorkerKilledDuringSDKRun(t *testing.T) {
 	path := script(t, dir, `{"text": "`+text+`", "chunks": 8, "delayMs": 3000}`)
 
 	w1 := f.startWorker()
-	pub, run := f.start(rootInput(workflows.ProviderSDK, dir, path, "stream slowly"))
+	pub, run := f.start(rootInput(subagent.ProviderSDK, dir, path, "stream slowly"))
 	pendingActivity(t, f.c, run, workflows.ActivityRunSDKChild, func(_ enumsState, p workflows.Progress) bool {
 		return p.Tail != ""
 	})

@@ -109,7 +109,7 @@ func TestServerRestart(t *testing.T) {
 	writes := countWrites(t, cwd)
 	const steps = 6
 	f.startWorker()
-	pub, run := f.start(rootInput(workflows.ProviderSpawn, cwd, script(t, t.TempDir(), writeSteps(steps, 700)...), "write the files"))
+	pub, run := f.start(rootInput(subagent.ProviderSpawn, cwd, script(t, t.TempDir(), writeSteps(steps, 700)...), "write the files"))
 	writes.waitFiles(t, 2)
 
 	srv.stop()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -116,7 +117,7 @@ func TestStarterExitCodes(t *testing.T) {
 		cmd, stdout, stderr := starterCmd(ctx, dir, append(scripted(`{"text": "`+slowText+`", "chunks": 20, "delayMs": 20000}`), "--id", id, "slow")...)
 		require.NoError(t, cmd.Start())
 		require.Eventually(t, func() bool {
-			st, err := workflows.Describe(ctx, env.c, id, "")
+			st, err := subflow.Describe(ctx, env.c, id, "")
 			return err == nil && st.Progress != nil && st.Progress.Tail != ""
 		}, waitLimit, 50*time.Millisecond)
 		code, out, errOut := runStarter(t, dir, "cancel", id)

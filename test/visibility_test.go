@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/subflow-dev/subflow/subagent"
-	"github.com/subflow-dev/subflow/workflows"
 )
 
 // TestVisibilityQuery: the search attributes of SPEC R-75 find runs by provider and stop
@@ -29,10 +28,10 @@ func TestVisibilityQuery(t *testing.T) {
 		want             subagent.StopReason
 	}
 	specs := []runSpec{
-		{workflows.ProviderSDK, ok, subagent.StopCompleted},
-		{workflows.ProviderSDK, ok, subagent.StopCompleted},
-		{workflows.ProviderSDK, broken, subagent.StopError},
-		{workflows.ProviderSpawn, ok, subagent.StopCompleted},
+		{subagent.ProviderSDK, ok, subagent.StopCompleted},
+		{subagent.ProviderSDK, ok, subagent.StopCompleted},
+		{subagent.ProviderSDK, broken, subagent.StopError},
+		{subagent.ProviderSpawn, ok, subagent.StopCompleted},
 	}
 	var sdkCompleted, completed []string
 	for _, s := range specs {
@@ -44,7 +43,7 @@ func TestVisibilityQuery(t *testing.T) {
 		require.Equal(t, s.want, out.Result.StopReason)
 		if s.want == subagent.StopCompleted {
 			completed = append(completed, run.GetID())
-			if s.provider == workflows.ProviderSDK {
+			if s.provider == subagent.ProviderSDK {
 				sdkCompleted = append(sdkCompleted, run.GetID())
 			}
 		}

@@ -53,14 +53,14 @@ func workerKilledMidDrive(t *testing.T, storeSpec, recordAs string) {
 
 	// The uninterrupted run, on the package's in-process worker.
 	controlDir := t.TempDir()
-	_, controlRun := start(t, rootInput(workflows.ProviderSpawn, controlDir, script(t, t.TempDir(), responses...), "write the files"))
+	_, controlRun := start(t, rootInput(subagent.ProviderSpawn, controlDir, script(t, t.TempDir(), responses...), "write the files"))
 
 	f := newFaultEnv(t, storeSpec)
 	store := f.openStore()
 	cwd := t.TempDir()
 	writes := countWrites(t, cwd)
 	w1 := f.startWorker()
-	pub, run := f.start(rootInput(workflows.ProviderSpawn, cwd, script(t, t.TempDir(), responses...), "write the files"))
+	pub, run := f.start(rootInput(subagent.ProviderSpawn, cwd, script(t, t.TempDir(), responses...), "write the files"))
 
 	writes.waitFiles(t, 3)
 	w1.kill()

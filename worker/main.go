@@ -35,7 +35,7 @@ func main() {
 
 func run() int {
 	var opts app.Options
-	var sdkArgs, childEnv stringList
+	var sdkArgs, childEnv app.StringList
 	flag.StringVar(&opts.TaskQueue, "task-queue", workflows.TaskQueue, "Temporal task queue to serve")
 	flag.StringVar(&opts.SessionRoot, "session-root", "",
 		"session directory (default $"+app.EnvSessionRoot+", else ~/.local/share/subflow/sessions)")
@@ -101,14 +101,4 @@ func run() int {
 		return 1
 	}
 	return 0
-}
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string { return fmt.Sprint(*s) }
-
-func (s *stringList) Set(v string) error {
-	*s = append(*s, v)
-	return nil
 }

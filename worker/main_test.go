@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
@@ -66,13 +67,13 @@ func TestWorkerProgramLogsIDsAndServesMetrics(t *testing.T) {
 	require.NoError(t, os.WriteFile(script, []byte(`{"responses": [{"text": "logged answer"}]}`), 0o644))
 	route := session.Route{Provider: model.ProviderScripted, Model: script}
 	in := workflows.StartInput{
-		Provider: workflows.ProviderSpawn,
+		Provider: subagent.ProviderSpawn,
 		Request: subagent.Request{
 			Prompt: []session.Block{session.Text("answer")}, Parent: subagent.ParentRef{Cwd: tmp}, AgentOptions: route,
 		},
 		Root: &workflows.RootSession{Cwd: tmp, Route: route},
 	}
-	pub, run, err := workflows.Start(ctx, c, workflows.StartOptions{TaskQueue: taskQueue, Input: in})
+	pub, run, err := subflow.Start(ctx, c, subflow.StartOptions{TaskQueue: taskQueue, Input: in})
 	require.NoError(t, err)
 	var result workflows.Outcome
 	require.NoError(t, run.Get(ctx, &result))

@@ -227,7 +227,7 @@ func (b *batch) runTask(ctx workflow.Context, n int, t Task) {
 		TaskQueue:             b.in.TaskQueue,
 		StaticSummary:         Summary(in),
 		StaticDetails:         Details(in),
-		TypedSearchAttributes: temporal.NewSearchAttributes(startAttributes(in)...),
+		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),
 		// A terminated or timed-out batch still aborts its children rather than kill them.
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		// A cancelled batch waits for each child's abort, to keep its partial result.

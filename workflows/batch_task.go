@@ -82,7 +82,7 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 	}
 	provider := t.Provider
 	if provider == "" {
-		provider = ProviderSpawn
+		provider = subagent.ProviderSpawn
 	}
 	req := subagent.Request{
 		Label:        t.Label,

@@ -41,7 +41,7 @@ func TestTaskStartInput(t *testing.T) {
 		require.NoError(t, err)
 		route := batchDefaults.Route
 		assert.Equal(t, StartInput{
-			Provider: ProviderSpawn,
+			Provider: subagent.ProviderSpawn,
 			Batch:    "b",
 			Request: subagent.Request{
 				Label:        "l",

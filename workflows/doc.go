@@ -1,14 +1,17 @@
 // Package workflows holds the deterministic Temporal code of subflow: the StartSubagent
 // workflow, the names and payload types it shares with the activities that implement its
-// steps (package activities) and with the programs that start it, and a small client-side
-// helper (Start, Describe) for those programs.
+// steps (package activities) and with the programs that start it. Programs start and
+// inspect runs through package client (Start, Describe).
+//
+// The package does no I/O and imports none of this module's I/O packages (the session
+// stores, the tools, the providers, the activities): TestWorkflowsStayPure enforces it.
 //
 // # One run
 //
-// StartSubagent validates a request without I/O (SPEC R-4, the static Capabilities table),
+// StartSubagent validates a request without I/O (SPEC R-4, the static provider table of package subagent),
 // then, for in-process providers, runs the activities CreateRootSession (only when the
 // request has no parent session, SPEC R-82), Publish, Drive and ReadResult, which meet in
-// the session store; for remote providers (Remote) it runs RunSDKChild, one heartbeated
+// the session store; for remote providers (subagent.IsRemote) it runs RunSDKChild, one heartbeated
 // activity that owns the child process from spawn to dispose. Transcripts never enter
 // workflow history (SPEC R-74): payloads are ids, small summaries and the result.
 //
@@ -18,7 +21,7 @@
 // StartInput.ChildID, when set, is used unchanged; when empty the workflow generates a UUID
 // in a side effect, so replays and retried activities see the same id. Callers that need
 // the id before starting (to name the workflow "subagent-<childId>", see WorkflowID) choose
-// it themselves: Start does exactly that when StartOptions.Input.ChildID is empty.
+// it themselves: client.Start does exactly that when StartOptions.Input.ChildID is empty.
 //
 // # Contract for the activities
 //

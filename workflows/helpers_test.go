@@ -241,7 +241,7 @@ func (u *updateAnswer) get(t *testing.T) (Published, error) {
 
 func spawnInput() StartInput {
 	return StartInput{
-		Provider: ProviderSpawn,
+		Provider: subagent.ProviderSpawn,
 		ChildID:  "child-1",
 		Batch:    "batch-7",
 		Request: subagent.Request{

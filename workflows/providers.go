@@ -2,46 +2,11 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/subagent"
 )
-
-// Provider names known to every worker.
-const (
-	ProviderSpawn = "spawn"
-	ProviderFork  = "fork"
-	ProviderSDK   = "sdk"
-)
-
-// Capabilities is the static capability table the workflow validates requests against
-// without I/O (SPEC R-3). A worker that registers further providers adds them here before
-// it starts; every worker of a task queue must hold the same table, or replays diverge.
-var Capabilities = map[string]subagent.Capabilities{
-	ProviderSpawn: {OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true},
-	ProviderFork:  {OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true, InheritsParentContext: true},
-	ProviderSDK:   {},
-}
-
-// Remote lists the providers whose children run out of process, through RunSDKChild.
-// Every other provider of Capabilities runs through Publish, Drive and ReadResult.
-var Remote = map[string]bool{ProviderSDK: true}
-
-// CheckStart runs the start checks of SPEC R-4 that need no I/O against Capabilities: the
-// provider must be listed, then subagent.CheckRequest. Every failure is a
-// *subagent.ValidationError.
-func CheckStart(provider string, req subagent.Request) error {
-	caps, ok := Capabilities[provider]
-	if !ok {
-		return &subagent.ValidationError{
-			Rule:    subagent.RuleUnknownProvider,
-			Message: fmt.Sprintf("no subagent provider registered for %q", provider),
-		}
-	}
-	return subagent.CheckRequest(provider, caps, req)
-}
 
 // RuleMissingParent rejects a request with neither a parent session nor a root session to
 // create.
@@ -101,4 +66,15 @@ func isRejectionType(t string) bool {
 		}
 	}
 	return false
+}
+
+// Rejection returns the request rejection err carries — an update failure of Start or the
+// failure of a StartSubagent run — as a *subagent.ValidationError with the exact message
+// and the rule, or nil when err is no rejection.
+func Rejection(err error) *subagent.ValidationError {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || !isRejectionType(appErr.Type()) {
+		return nil
+	}
+	return &subagent.ValidationError{Rule: appErr.Type(), Message: appErr.Message()}
 }

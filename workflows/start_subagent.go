@@ -10,6 +10,37 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
+// Publication and cancellation of StartSubagent, in one table. The published update
+// (UpdatePublished) waits until the run is *settled* (settle, called at most once); the
+// status query reports the phase. Every path below settles exactly once, and the run's
+// return settles whatever is left (the safety net in StartSubagent).
+//
+//	phase (Status.Phase)   what moves it                       next                the update caller sees
+//	---------------------  ----------------------------------  ------------------  ------------------------------------------
+//	validating             CheckStart or missing-parent fails  failed (reject)     ApplicationError: Type = rule, exact message
+//	                       checks pass, child id chosen        creating-root or
+//	                                                           publishing          (still waiting)
+//	creating-root          CreateRootSession fails (rule)      failed (reject)     ApplicationError: Type = rule, exact message
+//	  (no parent session)  workflow cancelled                  cancelled (reject)  CanceledError "subagent run was cancelled
+//	                                                                                 before it was published"; no child exists
+//	                       root session created                publishing          (still waiting)
+//	publishing             Publish / RunSDKChild fails before  failed (reject)     ApplicationError (a rule, or any other
+//	                         publication                                             non-retryable error, unwrapped)
+//	                       workflow cancelled                  cancelled (reject)  CanceledError, as above
+//	                       Publish returns / SignalSDKPublished driving (publish)  Published {runId, childId, depth}
+//	                       RunSDKChild returns unsignalled     reading (publish)   Published, then the outcome at once
+//	driving                Drive / RunSDKChild returns         reading             (already answered)
+//	                       workflow cancelled                  reading, Cancelled  (already answered)
+//	                       Drive fails, not cancelled          failed (fail)       (already answered)
+//	reading                ReadResult returns (disconnected    completed, or       (already answered); the run ends Completed,
+//	                         context: runs even when           cancelled (finish)    or Canceled with the Outcome as details
+//	                         cancelled)
+//	any                    the run returns while unsettled     (run over)          ApplicationError Type "not-published"
+//
+// reject settles with the error and fails the run with the same error; publish settles with
+// Published; fail and finish only end the run, after publication. A cancel that lands after
+// the drive ended still ends the run Canceled, its details carrying the outcome as read.
+
 // cancelledBeforePublish is the message the published update fails with when the workflow
 // is cancelled before its child was published: no child exists.
 const cancelledBeforePublish = "subagent run was cancelled before it was published"
@@ -104,7 +135,7 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
 		return r.fail(err)
 	}
-	if err := CheckStart(in.Provider, in.Request); err != nil {
+	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
 		return r.reject(ctx, ToApplicationError(err))
 	}
 	if in.Request.Parent.SessionID == "" && in.Root == nil {
@@ -116,7 +147,7 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 		return r.fail(err)
 	}
 	r.status.ChildID = childID
-	if Remote[in.Provider] {
+	if subagent.IsRemote(in.Provider) {
 		return r.remote(ctx, childID)
 	}
 	return r.inProcess(ctx, childID)
@@ -371,8 +402,9 @@ func (r *run) childID(ctx workflow.Context) (string, error) {
 
 func newID(workflow.Context) any { return uuid.NewString() }
 
-// startAttributes are the search attributes known before anything runs.
-func startAttributes(in StartInput) []temporal.SearchAttributeUpdate {
+// StartAttributes are the search attributes of a run known before anything runs: the
+// workflow upserts them first and a client may set them at start.
+func StartAttributes(in StartInput) []temporal.SearchAttributeUpdate {
 	var attrs []temporal.SearchAttributeUpdate
 	for _, a := range startAttrs(in) {
 		attrs = append(attrs, a.update)
@@ -408,7 +440,7 @@ func startAttrs(in StartInput) []startAttr {
 // nested runs set them all, a run started by hand may set none), which is usually none.
 func (r *run) startUpserts(ctx workflow.Context) []temporal.SearchAttributeUpdate {
 	if !r.local {
-		return startAttributes(r.in)
+		return StartAttributes(r.in)
 	}
 	have := workflow.GetTypedSearchAttributes(ctx)
 	var attrs []temporal.SearchAttributeUpdate

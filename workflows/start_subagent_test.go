@@ -35,8 +35,8 @@ func TestInProcessRunCompletes(t *testing.T) {
 
 	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
 	assert.Equal(t, []string{ActivityPublish, ActivityReadResult}, h.fakes.Local(), "the short steps run as local activities")
-	assert.Equal(t, PublishInput{Provider: ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
-	assert.Equal(t, DriveInput{Provider: ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
+	assert.Equal(t, PublishInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
+	assert.Equal(t, DriveInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
 	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
 
 	assert.Equal(t, map[string]any{
@@ -102,18 +102,18 @@ func TestValidationRejectsBeforeAnythingRuns(t *testing.T) {
 	}{
 		{name: "unknown provider", provider: "nope",
 			rule: subagent.RuleUnknownProvider, msg: `no subagent provider registered for "nope"`},
-		{name: "sdk has no outputSchema", provider: ProviderSDK,
+		{name: "sdk has no outputSchema", provider: subagent.ProviderSDK,
 			edit: func(r *subagent.Request) { r.OutputSchema = json.RawMessage(`{"type": "object"}`) },
 			rule: subagent.RuleUnsupportedCapability,
 			msg:  `subagent provider "sdk" does not support the "outputSchema" capability`},
-		{name: "bad maxDepth", provider: ProviderSpawn,
+		{name: "bad maxDepth", provider: subagent.ProviderSpawn,
 			edit: func(r *subagent.Request) { r.MaxDepth = ptr(int64(-1)) },
 			rule: subagent.RuleInvalidMaxDepth, msg: "subagent maxDepth must be a non-negative safe integer"},
-		{name: "bad schema", provider: ProviderFork,
+		{name: "bad schema", provider: subagent.ProviderFork,
 			edit: func(r *subagent.Request) { r.OutputSchema = json.RawMessage(`{"type": "string"}`) },
 			rule: subagent.RuleUnsupportedSchema,
 			msg:  `unsupported JSON schema: schema.type must be "object" (structured output is object-rooted)`},
-		{name: "no parent and no root", provider: ProviderSpawn,
+		{name: "no parent and no root", provider: subagent.ProviderSpawn,
 			edit: func(r *subagent.Request) { r.Parent = subagent.ParentRef{} },
 			rule: RuleMissingParent, msg: "subagent request has no parent session and no root session to create"},
 	}
@@ -302,7 +302,7 @@ func TestStartAttributesAreNotUpsertedAgain(t *testing.T) {
 			in.Batch = ""
 			in.Root = &RootSession{Cwd: "/work/repo"}
 			if tc.onStart {
-				h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(startAttributes(in)...))
+				h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(StartAttributes(in)...))
 			}
 			h.run(t, in)
 
@@ -317,7 +317,7 @@ func TestEarlierShapeRunsActivitiesAndUpsertsAtStart(t *testing.T) {
 	h.earlierShape()
 	h.sendUpdate()
 	in := spawnInput()
-	h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(startAttributes(in)...))
+	h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(StartAttributes(in)...))
 	h.run(t, in)
 
 	require.NoError(t, h.env.GetWorkflowError())
@@ -350,7 +350,7 @@ func TestStatusQueryDuringDrive(t *testing.T) {
 
 	require.NoError(t, h.env.GetWorkflowError())
 	require.NoError(t, queryErr)
-	assert.Equal(t, Status{Phase: PhaseDriving, Provider: ProviderSpawn, Label: "summarise",
+	assert.Equal(t, Status{Phase: PhaseDriving, Provider: subagent.ProviderSpawn, Label: "summarise",
 		Parent: "parent-1", ChildID: "child-1", Depth: 2}, during)
 
 	val, err := h.env.QueryWorkflow(QueryStatus)
@@ -364,7 +364,7 @@ func TestStatusQueryDuringDrive(t *testing.T) {
 
 func sdkInput() StartInput {
 	in := spawnInput()
-	in.Provider = ProviderSDK
+	in.Provider = subagent.ProviderSDK
 	in.ChildID = "run-1"
 	return in
 }

@@ -41,30 +41,15 @@ func TestDetailsNameTheRequestedOptions(t *testing.T) {
 	assert.NotContains(t, d, "tools allowed")
 }
 
-func TestStartWorkflowOptions(t *testing.T) {
-	in := spawnInput()
-	opts := StartWorkflowOptions(WorkflowID(in.ChildID), "", in)
-	assert.Equal(t, "subagent-child-1", opts.ID)
-	assert.Equal(t, TaskQueue, opts.TaskQueue)
-	assert.Equal(t, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL, opts.WorkflowIDConflictPolicy)
-	assert.Equal(t, Summary(in), opts.StaticSummary)
-	assert.Equal(t, Details(in), opts.StaticDetails)
-	provider, _ := opts.TypedSearchAttributes.GetKeyword(AttrProvider)
-	label, _ := opts.TypedSearchAttributes.GetString(AttrLabel)
-	assert.Equal(t, "spawn", provider)
-	assert.Equal(t, "summarise", label)
-	assert.Equal(t, "q2", StartWorkflowOptions("id", "q2", in).TaskQueue)
-}
-
 func TestCheckStart(t *testing.T) {
 	req := spawnInput().Request
 	req.OutputSchema = []byte(`{"type": "object"}`)
 	req.Persona = "terse"
-	require.NoError(t, CheckStart(ProviderSpawn, req))
-	require.NoError(t, CheckStart(ProviderFork, req))
-	require.EqualError(t, CheckStart(ProviderSDK, req),
+	require.NoError(t, subagent.CheckStart(subagent.ProviderSpawn, req))
+	require.NoError(t, subagent.CheckStart(subagent.ProviderFork, req))
+	require.EqualError(t, subagent.CheckStart(subagent.ProviderSDK, req),
 		`subagent provider "sdk" does not support the "outputSchema" capability`)
-	require.NoError(t, CheckStart(ProviderSDK, spawnInput().Request))
+	require.NoError(t, subagent.CheckStart(subagent.ProviderSDK, spawnInput().Request))
 }
 
 func TestToApplicationError(t *testing.T) {

@@ -36,8 +36,8 @@ const (
 
 // StartInput is the input of StartSubagent.
 type StartInput struct {
-	// Provider names the subagent provider: spawn, fork, sdk or another name listed in
-	// Capabilities.
+	// Provider names the subagent provider: one of the table of package subagent (spawn,
+	// fork, sdk).
 	Provider string `json:"provider"`
 	// Request is the delegation. When Request.Parent.SessionID is empty, Root must be set.
 	Request subagent.Request `json:"request"`
@@ -127,23 +127,9 @@ type Outcome struct {
 	Result  subagent.Result `json:"result"`
 }
 
-// MaxTail bounds Progress.Tail, in bytes.
-const MaxTail = 1024
-
-// Progress is the heartbeat detail of Drive and RunSDKChild (SPEC R-73). Callers read it
-// from the pending activity (see Describe); the workflow never sees it.
-//
-// Summary repeats the figures as one human line (String), first in the JSON so the Temporal
-// UI's pending-activity view reads "running: step 7, 3.2 kB streamed" before the numbers.
-type Progress struct {
-	Summary       string `json:"summary,omitempty"`
-	Phase         string `json:"phase"`
-	Steps         int    `json:"steps"`
-	StreamedBytes int64  `json:"streamedBytes"`
-	OutputTokens  int64  `json:"outputTokens"`
-	// Tail is the end of the partial output, at most MaxTail bytes.
-	Tail string `json:"tail,omitempty"`
-}
+// Progress is the heartbeat detail of Drive and RunSDKChild: subagent.Progress, the one
+// progress type of the drivers, the activities and the status.
+type Progress = subagent.Progress
 
 // Phase is where a run stands.
 type Phase string

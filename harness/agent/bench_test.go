@@ -9,12 +9,13 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 )
 
 // noSync is a FileStore whose Sync does nothing, so the benchmark measures the loop and not
 // the disk's fsync latency.
-type noSync struct{ *session.FileStore }
+type noSync struct{ *filestore.Store }
 
 func (noSync) Sync(context.Context, string) error { return nil }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 )
 
@@ -21,7 +22,7 @@ import (
 type fixture struct {
 	t        testing.TB
 	cwd      string
-	store    *session.FileStore
+	store    *filestore.Store
 	models   *model.Registry
 	recorder *recorder
 	tools    *tools.Registry
@@ -29,7 +30,7 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	store, err := session.NewFileStore(t.TempDir())
+	store, err := filestore.New(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	f := &fixture{t: t, cwd: t.TempDir(), store: store, tools: &tools.Registry{}}

@@ -1,5 +1,7 @@
 // Package session holds what every agent persists: a header and an append-only, densely
-// numbered event log, the Store that keeps them, and the file store used by default.
+// numbered event log, and the Store interface that keeps them. It does no I/O: the stores
+// live in filestore (the default, files under a root) and pgstore (PostgreSQL), so code that
+// must not do I/O, such as the workflows, may import this package.
 //
 // The package knows nothing of subagents beyond the header fields they set (origin,
 // delegationDepth, seedLength).

@@ -2,7 +2,10 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // Errors a Store returns, wrapped with the operation and the session id.
@@ -43,4 +46,65 @@ type Store interface {
 
 	// Remove deletes the session. Removing an absent session is not an error.
 	Remove(ctx context.Context, id string) error
+}
+
+// Errors of the stores, wrapped with the operation and the session id.
+var (
+	// ErrInvalidID: the session id is empty, ".", "..", or holds a path separator or a NUL
+	// byte (see ValidateID).
+	ErrInvalidID = errors.New("invalid session id")
+	// ErrCorrupt: a stored header or event line cannot be decoded, or the log's seqs are not
+	// dense from 0. A torn last line left by a crash is not corruption.
+	ErrCorrupt = errors.New("session log is corrupt")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("session store is closed")
+)
+
+// ErrLeased: another holder kept the session's lease until the caller's context ended.
+var ErrLeased = errors.New("session is leased by another holder")
+
+// Leaser is implemented by stores that grant exclusive leases on sessions. A drive holds the
+// lease of its session while it appends, so a second drive of the same session, in this or
+// another process or host sharing the store, waits or fails clearly instead of racing it for
+// seqs (which Append would reject, but only after both did the work).
+type Leaser interface {
+	// Lease blocks until the caller holds the session's lease. The session must exist, else
+	// the error wraps ErrNotFound. If the lease stays held by another until ctx ends, the
+	// error names the session and wraps both ErrLeased and ctx.Err(). Lease tries once even
+	// if ctx has already ended, so a done ctx asks for the lease without waiting.
+	//
+	// Leases are exclusive per session across every store instance on the same backing data,
+	// including two Lease calls on one instance. A lease ends when release is called (later
+	// calls return nil) or when its holder dies: the operating system or the database frees
+	// it when the holding process exits, however it exits. A lease is independent of the
+	// store's other state: closing the store does not end it.
+	Lease(ctx context.Context, id string) (release func() error, err error)
+}
+
+// ValidateID returns an error wrapping ErrInvalidID if id is empty, ".", "..", or holds a path
+// separator or a NUL byte. Every store applies these rules, so an id good for one store is good
+// for all: such ids could not name a directory under a Store's root.
+func ValidateID(id string) error {
+	var reason string
+	switch {
+	case id == "":
+		reason = "empty"
+	case id == "." || id == "..":
+		reason = "a relative path element"
+	case strings.ContainsAny(id, `/\`):
+		reason = "contains a path separator"
+	case strings.IndexByte(id, 0) >= 0:
+		reason = "contains a NUL byte"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w %q: %s", ErrInvalidID, id, reason)
+}
+
+// HeaderMismatchError returns the error Create fails with when the stored header have differs
+// from the wanted one: it wraps ErrHeaderMismatch and shows both as JSON.
+func HeaderMismatchError(have, want Header) error {
+	haveJSON, _ := json.Marshal(have)
+	wantJSON, _ := json.Marshal(want)
+	return fmt.Errorf("%w: have %s, want %s", ErrHeaderMismatch, haveJSON, wantJSON)
 }

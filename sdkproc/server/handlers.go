@@ -12,6 +12,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 )
@@ -72,7 +73,7 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	if err := os.MkdirAll(s.sessionRoot, 0o700); err != nil {
 		return nil, fmt.Errorf("initialize: open session store: %w", err)
 	}
-	store, err := session.NewFileStore(s.sessionRoot)
+	store, err := filestore.New(s.sessionRoot)
 	if err != nil {
 		return nil, fmt.Errorf("initialize: open session store: %w", err)
 	}

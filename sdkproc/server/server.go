@@ -32,6 +32,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 )
@@ -154,7 +155,7 @@ type server struct {
 	sandbox      string // the delegating parent's sandbox mode, set by initialize
 	maxDepth     *int64 // the remaining delegation depth, set by initialize
 	sessionRoot  string // Options.SessionRoot or DefaultSessionRoot
-	store        *session.FileStore
+	store        *filestore.Store
 	sessions     map[string]*sessionState
 	shuttingDown bool
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 )
 
@@ -309,7 +310,7 @@ func TestConfigPresetReplacesTheDefault(t *testing.T) {
 // loadSession reads a session from the runtime's own session root.
 func loadSession(t *testing.T, root, id string) (session.Header, []session.Event, error) {
 	t.Helper()
-	store, err := session.NewFileStore(root)
+	store, err := filestore.New(root)
 	require.NoError(t, err)
 	defer store.Close()
 	return store.Load(context.Background(), id)

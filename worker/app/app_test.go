@@ -32,6 +32,22 @@ func TestDefaultsComeFromTheEnvironment(t *testing.T) {
 	assert.Equal(t, DefaultStopTimeout, opts.StopTimeout)
 }
 
+// TestSessionStoreWinsOverSessionRoot pins the one precedence of the worker and starter dev:
+// the --session-root option, then $SUBFLOW_SESSION_STORE, then $SUBFLOW_SESSION_ROOT.
+func TestSessionStoreWinsOverSessionRoot(t *testing.T) {
+	store, root := t.TempDir(), t.TempDir()
+	t.Setenv(EnvSessionRoot, root)
+	t.Setenv(EnvSessionStore, store)
+	opts, err := Options{SDKCommand: "child"}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, store, opts.SessionStore)
+
+	explicit := t.TempDir()
+	opts, err = Options{SessionRoot: explicit, SDKCommand: "child"}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, explicit, opts.SessionStore, "an explicit option wins over the environment")
+}
+
 func TestDefaultSessionRootIsPerUser(t *testing.T) {
 	t.Setenv(EnvSessionRoot, "")
 	t.Setenv("XDG_DATA_HOME", "/data/home")

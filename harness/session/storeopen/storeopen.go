@@ -5,14 +5,15 @@ package storeopen
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/pgstore"
 )
 
-// EnvVar names the environment variable FromEnv reads: a postgres:// or postgresql:// URL
+// EnvVar names the environment variable that chooses a program's session store (worker/app
+// reads it): a postgres:// or postgresql:// URL
 // shares sessions through PostgreSQL (workers on several hosts), anything else is the
 // directory of a file store.
 const EnvVar = "SUBFLOW_SESSION_STORE"
@@ -34,17 +35,7 @@ func Open(ctx context.Context, spec string) (Store, error) {
 	if spec == "" {
 		return nil, fmt.Errorf("storeopen: open: the spec is empty (want a directory or a postgres:// URL)")
 	}
-	return session.NewFileStore(spec)
-}
-
-// FromEnv opens the store $SUBFLOW_SESSION_STORE names, or a file store at defaultRoot when
-// the variable is unset or empty.
-func FromEnv(ctx context.Context, defaultRoot string) (Store, error) {
-	spec := os.Getenv(EnvVar)
-	if spec == "" {
-		spec = defaultRoot
-	}
-	return Open(ctx, spec)
+	return filestore.New(spec)
 }
 
 func isPostgres(spec string) bool {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/pgstore"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
 )
@@ -21,28 +21,12 @@ func TestOpenFileStore(t *testing.T) {
 	s, err := storeopen.Open(ctx, root)
 	require.NoError(t, err)
 	defer s.Close()
-	fs, ok := s.(*session.FileStore)
+	fs, ok := s.(*filestore.Store)
 	require.True(t, ok, "a directory opens a file store, got %T", s)
 	assert.Equal(t, root, fs.Root())
 
 	_, err = storeopen.Open(ctx, "")
 	require.Error(t, err)
-}
-
-func TestFromEnv(t *testing.T) {
-	root := t.TempDir()
-	t.Setenv(storeopen.EnvVar, "")
-	s, err := storeopen.FromEnv(ctx, root)
-	require.NoError(t, err)
-	defer s.Close()
-	assert.Equal(t, root, s.(*session.FileStore).Root(), "unset means the default root")
-
-	other := t.TempDir()
-	t.Setenv(storeopen.EnvVar, other)
-	s2, err := storeopen.FromEnv(ctx, root)
-	require.NoError(t, err)
-	defer s2.Close()
-	assert.Equal(t, other, s2.(*session.FileStore).Root())
 }
 
 func TestOpenPostgres(t *testing.T) {
@@ -55,8 +39,7 @@ func TestOpenPostgres(t *testing.T) {
 	if dsn == "" {
 		t.Skip("SUBFLOW_TEST_POSTGRES is unset: run `eval \"$(.ci/postgres.sh)\"` (as root) or set it to a postgres:// URL of a database the tests may write to")
 	}
-	t.Setenv(storeopen.EnvVar, dsn)
-	s, err := storeopen.FromEnv(ctx, t.TempDir())
+	s, err := storeopen.Open(ctx, dsn)
 	require.NoError(t, err)
 	defer s.Close()
 	assert.IsType(t, &pgstore.Store{}, s)

@@ -1,4 +1,4 @@
-package session
+package filestore
 
 import (
 	"bytes"
@@ -12,13 +12,15 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/subflow-dev/subflow/harness/session"
 )
 
 // maxKeptBuffer bounds the encode buffer an open session keeps between appends, so one huge
 // event does not pin its size for the session's lifetime.
 const maxKeptBuffer = 1 << 20
 
-// eventLog is a FileStore's writer state for one session, guarded by mu.
+// eventLog is a Store's writer state for one session, guarded by mu.
 type eventLog struct {
 	mu   sync.Mutex
 	dir  string
@@ -39,14 +41,14 @@ type eventLog struct {
 func (l *eventLog) open() error {
 	if _, err := os.Stat(filepath.Join(l.dir, headerFile)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return ErrNotFound
+			return session.ErrNotFound
 		}
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(l.dir, eventsFile), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) { // the directory went away since the Stat
-			return ErrNotFound
+			return session.ErrNotFound
 		}
 		return err
 	}
@@ -66,14 +68,14 @@ func (l *eventLog) close() error {
 
 // append writes events as one write call under the file's exclusive lock, after checking
 // that their seqs continue the log as the file holds it now.
-func (l *eventLog) append(events []Event) error {
+func (l *eventLog) append(events []session.Event) error {
 	if err := l.lock(); err != nil {
 		return err
 	}
 	for i, e := range events {
 		if want := l.next + int64(i); e.Seq != want {
 			l.unlock()
-			return fmt.Errorf("%w: event %d (%s) has seq %d, want %d", ErrSeqConflict, i, e.Type, e.Seq, want)
+			return fmt.Errorf("%w: event %d (%s) has seq %d, want %d", session.ErrSeqConflict, i, e.Type, e.Seq, want)
 		}
 	}
 	if l.enc == nil || l.buf.Cap() > maxKeptBuffer {
@@ -129,7 +131,7 @@ func (l *eventLog) lock() error {
 		// the file.
 		l.close()
 		if attempt > 0 {
-			return ErrNotFound
+			return session.ErrNotFound
 		}
 	}
 	if st.Size == l.size {
@@ -158,10 +160,10 @@ func (l *eventLog) catchUp(size int64) error {
 			Seq *int64 `json:"seq"`
 		}
 		if err := json.Unmarshal(line, &rec); err != nil {
-			return fmt.Errorf("%w: line for seq %d: %v", ErrCorrupt, next, err)
+			return fmt.Errorf("%w: line for seq %d: %v", session.ErrCorrupt, next, err)
 		}
 		if rec.Seq == nil || *rec.Seq != next {
-			return fmt.Errorf("%w: line for seq %d has another seq or none", ErrCorrupt, next)
+			return fmt.Errorf("%w: line for seq %d has another seq or none", session.ErrCorrupt, next)
 		}
 		next++
 		return nil
@@ -211,16 +213,16 @@ func readShared(path string) ([]byte, error) {
 
 // decodeEvents decodes the complete lines of an events file; bytes after the last newline are
 // a torn record and ignored.
-func decodeEvents(data []byte) ([]Event, error) {
-	events := make([]Event, 0, bytes.Count(data, []byte{'\n'}))
+func decodeEvents(data []byte) ([]session.Event, error) {
+	events := make([]session.Event, 0, bytes.Count(data, []byte{'\n'}))
 	_, err := eachLine(data, func(line []byte) error {
 		want := int64(len(events))
-		var e Event
+		var e session.Event
 		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("%w: line for seq %d: %v", ErrCorrupt, want, err)
+			return fmt.Errorf("%w: line for seq %d: %v", session.ErrCorrupt, want, err)
 		}
 		if e.Seq != want {
-			return fmt.Errorf("%w: line has seq %d, want %d", ErrCorrupt, e.Seq, want)
+			return fmt.Errorf("%w: line has seq %d, want %d", session.ErrCorrupt, e.Seq, want)
 		}
 		events = append(events, e)
 		return nil

@@ -1,4 +1,4 @@
-package session_test
+package filestore_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package session_test
+package filestore_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/session/storetest"
 )
 
@@ -62,7 +63,7 @@ func TestLeaseDiesWithProcess(t *testing.T) {
 
 // holdLease is the child's side: take the lease, say so, and wait to be killed.
 func holdLease(t *testing.T, root string) {
-	s, err := session.NewFileStore(root)
+	s, err := filestore.New(root)
 	require.NoError(t, err)
 	_, err = s.Lease(ctx, "s")
 	require.NoError(t, err)

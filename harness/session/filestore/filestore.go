@@ -1,4 +1,4 @@
-package session
+package filestore
 
 import (
 	"context"
@@ -9,23 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
-)
 
-// Errors of the file store, wrapped with the operation and the session id like those of
-// store.go.
-var (
-	// ErrInvalidID: the session id is empty, ".", "..", or holds a path separator or a NUL
-	// byte (see ValidateID).
-	ErrInvalidID = errors.New("invalid session id")
-	// ErrCorrupt: a stored header or event line cannot be decoded, or the log's seqs are not
-	// dense from 0. A torn last line left by a crash is not corruption.
-	ErrCorrupt = errors.New("session log is corrupt")
-	// ErrClosed: the store was closed.
-	ErrClosed = errors.New("session store is closed")
+	"github.com/subflow-dev/subflow/harness/session"
 )
 
 const (
@@ -33,25 +21,25 @@ const (
 	eventsFile = "events.jsonl"
 )
 
-// FileStore is the default Store. Each session is a directory under the root:
+// Store is the default session.Store. Each session is a directory under the root:
 //
 //	<root>/<id>/header.json   the header, written once, atomically
 //	<root>/<id>/events.jsonl  the log, one compact JSON event per line
 //
 // Every Append is one write call, made under an advisory flock of the events file; before
-// checking seqs it reads whatever another FileStore (in this or another process) appended
-// meanwhile, so two writers can never interleave undetected: the loser gets ErrSeqConflict.
+// checking seqs it reads whatever another Store (in this or another process) appended
+// meanwhile, so two writers can never interleave undetected: the loser gets session.ErrSeqConflict.
 // Load reads under a shared flock and so never sees half an append. A torn last line left by
 // a crash is ignored by Load and cut off before the next Append.
 //
 // Operations complete even when their context is done: they are short local file I/O, and an
 // agent settling an aborted turn must still be able to record it.
 //
-// Subscribers see the events appended through this FileStore, not those of other writers.
+// session.Subscribers see the events appended through this Store, not those of other writers.
 // The store keeps the events files of the sessions it appended to or synced recently open; past
 // MaxOpenLogs it closes the least recently used ones, so a long-lived worker that has touched
 // thousands of sessions holds a bounded number of files and buffers.
-type FileStore struct {
+type Store struct {
 	root string
 
 	mu     sync.Mutex
@@ -59,16 +47,16 @@ type FileStore struct {
 	clock  uint64 // advanced on every use of a log, to find the least recently used
 	closed bool
 
-	subs Subscribers
+	subs session.Subscribers
 }
 
 var (
-	_ Store  = (*FileStore)(nil)
-	_ Leaser = (*FileStore)(nil)
+	_ session.Store  = (*Store)(nil)
+	_ session.Leaser = (*Store)(nil)
 )
 
-// NewFileStore returns a store keeping its sessions under root, creating root if needed.
-func NewFileStore(root string) (*FileStore, error) {
+// New returns a store keeping its sessions under root, creating root if needed.
+func New(root string) (*Store, error) {
 	if root == "" {
 		return nil, errors.New("session: new file store: root is empty")
 	}
@@ -79,21 +67,21 @@ func NewFileStore(root string) (*FileStore, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("session: new file store: %w", err)
 	}
-	return &FileStore{
+	return &Store{
 		root: abs,
 		logs: make(map[string]*eventLog),
 	}, nil
 }
 
-// MaxOpenLogs bounds the sessions whose events file a FileStore keeps open between operations.
+// MaxOpenLogs bounds the sessions whose events file a Store keeps open between operations.
 const MaxOpenLogs = 256
 
 // Root returns the absolute directory holding the sessions.
-func (s *FileStore) Root() string { return s.root }
+func (s *Store) Root() string { return s.root }
 
-// Create creates the session if absent (see Store). Headers are compared by value, not by
-// bytes; a nil Route equals a zero one.
-func (s *FileStore) Create(_ context.Context, h Header) error {
+// Create creates the session if absent (see session.Store). Headers are compared by value, not by
+// bytes; a nil session.Route equals a zero one.
+func (s *Store) Create(_ context.Context, h session.Header) error {
 	if err := s.check(h.ID); err != nil {
 		return opErr("create", h.ID, err)
 	}
@@ -117,7 +105,7 @@ func (s *FileStore) Create(_ context.Context, h Header) error {
 // create writes a new session directory. The header appears atomically (linked from a
 // complete, synced temporary file), and only after the events file exists, so a session with
 // a header always has a log. Losing a race with another creator compares headers like Create.
-func (s *FileStore) create(dir string, h Header) error {
+func (s *Store) create(dir string, h session.Header) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -163,9 +151,9 @@ func (s *FileStore) create(dir string, h Header) error {
 	return syncDir(s.root)
 }
 
-// Append adds events to the end of the log (see Store). Subscribers are called after the
+// Append adds events to the end of the log (see session.Store). Subscribers are called after the
 // write, from this goroutine, in seq order.
-func (s *FileStore) Append(_ context.Context, id string, events ...Event) error {
+func (s *Store) Append(_ context.Context, id string, events ...session.Event) error {
 	if err := s.check(id); err != nil {
 		return opErr("append", id, err)
 	}
@@ -179,7 +167,7 @@ func (s *FileStore) Append(_ context.Context, id string, events ...Event) error 
 	defer s.trim()
 	defer l.mu.Unlock()
 	if err := l.append(events); err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, session.ErrNotFound) {
 			s.forget(id, l)
 		}
 		return opErr("append", id, err)
@@ -190,7 +178,7 @@ func (s *FileStore) Append(_ context.Context, id string, events ...Event) error 
 }
 
 // Sync fsyncs the session's events file, including events other writers appended.
-func (s *FileStore) Sync(_ context.Context, id string) error {
+func (s *Store) Sync(_ context.Context, id string) error {
 	if err := s.check(id); err != nil {
 		return opErr("sync", id, err)
 	}
@@ -202,7 +190,7 @@ func (s *FileStore) Sync(_ context.Context, id string) error {
 	defer l.mu.Unlock()
 	if l.f == nil {
 		if err := l.open(); err != nil {
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, session.ErrNotFound) {
 				s.forget(id, l)
 			}
 			return opErr("sync", id, err)
@@ -214,42 +202,42 @@ func (s *FileStore) Sync(_ context.Context, id string) error {
 	return nil
 }
 
-// Load returns the header and the whole log (see Store). It fails with ErrNotFound when the
-// session has no header, and with ErrCorrupt when a complete line cannot be decoded or seqs
+// Load returns the header and the whole log (see session.Store). It fails with session.ErrNotFound when the
+// session has no header, and with session.ErrCorrupt when a complete line cannot be decoded or seqs
 // are not dense from 0.
-func (s *FileStore) Load(_ context.Context, id string) (Header, []Event, error) {
+func (s *Store) Load(_ context.Context, id string) (session.Header, []session.Event, error) {
 	if err := s.check(id); err != nil {
-		return Header{}, nil, opErr("load", id, err)
+		return session.Header{}, nil, opErr("load", id, err)
 	}
 	dir := s.dir(id)
 	h, err := readHeader(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			err = ErrNotFound
+			err = session.ErrNotFound
 		}
-		return Header{}, nil, opErr("load", id, err)
+		return session.Header{}, nil, opErr("load", id, err)
 	}
 	data, err := readShared(filepath.Join(dir, eventsFile))
 	if err != nil {
-		return Header{}, nil, opErr("load", id, err)
+		return session.Header{}, nil, opErr("load", id, err)
 	}
 	events, err := decodeEvents(data)
 	if err != nil {
-		return Header{}, nil, opErr("load", id, err)
+		return session.Header{}, nil, opErr("load", id, err)
 	}
 	return h, events, nil
 }
 
 // Subscribe calls fn with every event appended to the session through this store from now on
-// (see Store). fn may call the returned unsubscribe itself and then gets no further event;
+// (see session.Store). fn may call the returned unsubscribe itself and then gets no further event;
 // once unsubscribe has returned, no Append that starts later calls fn.
-func (s *FileStore) Subscribe(id string, fn func(Event)) (unsubscribe func()) {
+func (s *Store) Subscribe(id string, fn func(session.Event)) (unsubscribe func()) {
 	return s.subs.Subscribe(id, fn)
 }
 
-// Remove deletes the session's directory and closes this store's file of it (see Store). It
+// Remove deletes the session's directory and closes this store's file of it (see session.Store). It
 // holds the events file's lock while deleting, so no other store is mid-append.
-func (s *FileStore) Remove(_ context.Context, id string) error {
+func (s *Store) Remove(_ context.Context, id string) error {
 	if err := s.check(id); err != nil {
 		return opErr("remove", id, err)
 	}
@@ -282,9 +270,9 @@ func (s *FileStore) Remove(_ context.Context, id string) error {
 	return nil
 }
 
-// Close releases every open file. Afterwards every operation fails with ErrClosed. Close is
+// Close releases every open file. Afterwards every operation fails with session.ErrClosed. Close is
 // idempotent.
-func (s *FileStore) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -307,28 +295,28 @@ func (s *FileStore) Close() error {
 }
 
 // check validates id and that the store is open.
-func (s *FileStore) check(id string) error {
-	if err := ValidateID(id); err != nil {
+func (s *Store) check(id string) error {
+	if err := session.ValidateID(id); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return session.ErrClosed
 	}
 	return nil
 }
 
-func (s *FileStore) dir(id string) string { return filepath.Join(s.root, id) }
+func (s *Store) dir(id string) string { return filepath.Join(s.root, id) }
 
 // lockLog returns the session's log state, locked. Remove and Close unlink a log from the map
 // before marking it dead, so the retry finds a live one.
-func (s *FileStore) lockLog(id string) (*eventLog, error) {
+func (s *Store) lockLog(id string) (*eventLog, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return nil, ErrClosed
+			return nil, session.ErrClosed
 		}
 		l := s.logs[id]
 		if l == nil {
@@ -350,7 +338,7 @@ func (s *FileStore) lockLog(id string) (*eventLog, error) {
 // three quarters of it. A log busy in another goroutine is skipped (TryLock: never waiting
 // on a log while deciding, so no lock order exists to get wrong); it is trimmed next time.
 // A closed log is dropped from the map and reopened, re-reading its file, on its next use.
-func (s *FileStore) trim() {
+func (s *Store) trim() {
 	s.mu.Lock()
 	if len(s.logs) <= MaxOpenLogs {
 		s.mu.Unlock()
@@ -377,33 +365,13 @@ func (s *FileStore) trim() {
 }
 
 // forget drops the state of a session that does not exist; the caller holds l.mu.
-func (s *FileStore) forget(id string, l *eventLog) {
+func (s *Store) forget(id string, l *eventLog) {
 	l.dead = true
 	s.mu.Lock()
 	if s.logs[id] == l {
 		delete(s.logs, id)
 	}
 	s.mu.Unlock()
-}
-
-// ValidateID returns an error wrapping ErrInvalidID if id is empty, ".", "..", or holds a path
-// separator or a NUL byte. Every store applies these rules, so an id good for one store is good
-// for all: such ids could not name a directory under a FileStore's root.
-func ValidateID(id string) error {
-	var reason string
-	switch {
-	case id == "":
-		reason = "empty"
-	case id == "." || id == "..":
-		reason = "a relative path element"
-	case strings.ContainsAny(id, `/\`):
-		reason = "contains a path separator"
-	case strings.IndexByte(id, 0) >= 0:
-		reason = "contains a NUL byte"
-	default:
-		return nil
-	}
-	return fmt.Errorf("%w %q: %s", ErrInvalidID, id, reason)
 }
 
 func opErr(op, id string, err error) error {
@@ -413,32 +381,24 @@ func opErr(op, id string, err error) error {
 	return fmt.Errorf("session: %s %s: %w", op, id, err)
 }
 
-func readHeader(dir string) (Header, error) {
+func readHeader(dir string) (session.Header, error) {
 	data, err := os.ReadFile(filepath.Join(dir, headerFile))
 	if err != nil {
-		return Header{}, err
+		return session.Header{}, err
 	}
-	var h Header
+	var h session.Header
 	if err := json.Unmarshal(data, &h); err != nil {
-		return Header{}, fmt.Errorf("%w: %s: %v", ErrCorrupt, headerFile, err)
+		return session.Header{}, fmt.Errorf("%w: %s: %v", session.ErrCorrupt, headerFile, err)
 	}
 	return h, nil
 }
 
-// compareHeaders returns nil if have and want are the same header, else ErrHeaderMismatch.
-func compareHeaders(have, want Header) error {
+// compareHeaders returns nil if have and want are the same header, else session.ErrHeaderMismatch.
+func compareHeaders(have, want session.Header) error {
 	if have.Equal(want) {
 		return nil
 	}
-	return HeaderMismatchError(have, want)
-}
-
-// HeaderMismatchError returns the error Create fails with when the stored header have differs
-// from the wanted one: it wraps ErrHeaderMismatch and shows both as JSON.
-func HeaderMismatchError(have, want Header) error {
-	haveJSON, _ := json.Marshal(have)
-	wantJSON, _ := json.Marshal(want)
-	return fmt.Errorf("%w: have %s, want %s", ErrHeaderMismatch, haveJSON, wantJSON)
+	return session.HeaderMismatchError(have, want)
 }
 
 func syncDir(path string) error {

@@ -1,12 +1,14 @@
-package subagent
+package workdir
 
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/subflow-dev/subflow/subagent"
 )
 
-// CwdOptions are the inputs of ResolveCwd.
-type CwdOptions struct {
+// Options are the inputs of Resolve.
+type Options struct {
 	// Prefix starts every message, e.g. "subagent-dsh-sdk".
 	Prefix string
 	// ConfigCwd is the configured cwd; nil when the key is absent.
@@ -22,12 +24,12 @@ type CwdOptions struct {
 	ParentLabel string
 }
 
-// ResolveCwd chooses a child's working directory (SPEC R-51): the configured cwd (a
+// Resolve chooses a child's working directory (SPEC R-51): the configured cwd (a
 // relative one resolved against ProcessCwd) wins, else the parent session's cwd; never the
 // process's own cwd. The chosen path must be absolute and an accessible directory.
-// ResolveCwd returns it cleaned, with symlinks resolved. Every failure is a
-// *ValidationError whose message starts with `<Prefix>: `.
-func ResolveCwd(opts CwdOptions) (string, error) {
+// Resolve returns it cleaned, with symlinks resolved. Every failure is a
+// *subagent.ValidationError whose message starts with `<Prefix>: `.
+func Resolve(opts Options) (string, error) {
 	configLabel, parentLabel := opts.ConfigLabel, opts.ParentLabel
 	if configLabel == "" {
 		configLabel = "config cwd"
@@ -38,7 +40,7 @@ func ResolveCwd(opts CwdOptions) (string, error) {
 	var cwd, label string
 	switch {
 	case opts.ConfigCwd != nil && *opts.ConfigCwd == "":
-		return "", invalid(RuleEmptyCwd, "%s: %s must not be empty — omit the key to inherit the %s",
+		return "", subagent.Rejectf(subagent.RuleEmptyCwd, "%s: %s must not be empty — omit the key to inherit the %s",
 			opts.Prefix, configLabel, parentLabel)
 	case opts.ConfigCwd != nil:
 		cwd, label = *opts.ConfigCwd, configLabel
@@ -48,21 +50,21 @@ func ResolveCwd(opts CwdOptions) (string, error) {
 	case opts.ParentCwd != "":
 		cwd, label = opts.ParentCwd, parentLabel
 	default:
-		return "", invalid(RuleMissingCwd,
+		return "", subagent.Rejectf(subagent.RuleMissingCwd,
 			"%s: no working directory for the child — configure `cwd` or delegate from a parent session that has one",
 			opts.Prefix)
 	}
 	if !filepath.IsAbs(cwd) {
-		return "", invalid(RuleRelativeCwd, "%s: %s must be an absolute path: %s", opts.Prefix, label, cwd)
+		return "", subagent.Rejectf(subagent.RuleRelativeCwd, "%s: %s must be an absolute path: %s", opts.Prefix, label, cwd)
 	}
 	cwd = filepath.Clean(cwd)
 	info, err := os.Stat(cwd)
 	if err != nil || !info.IsDir() {
-		return "", invalid(RuleInaccessibleCwd, "%s: %s is not an accessible directory: %s", opts.Prefix, label, cwd)
+		return "", subagent.Rejectf(subagent.RuleInaccessibleCwd, "%s: %s is not an accessible directory: %s", opts.Prefix, label, cwd)
 	}
 	real, err := filepath.EvalSymlinks(cwd)
 	if err != nil {
-		return "", invalid(RuleInaccessibleCwd, "%s: %s is not an accessible directory: %s", opts.Prefix, label, cwd)
+		return "", subagent.Rejectf(subagent.RuleInaccessibleCwd, "%s: %s is not an accessible directory: %s", opts.Prefix, label, cwd)
 	}
 	return real, nil
 }

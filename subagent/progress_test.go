@@ -1,4 +1,4 @@
-package workflows
+package subagent
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package session_test
+package filestore_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 )
 
 var (
@@ -23,9 +24,9 @@ var (
 	epoch = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 )
 
-func newStore(t testing.TB, root string) *session.FileStore {
+func newStore(t testing.TB, root string) *filestore.Store {
 	t.Helper()
-	s, err := session.NewFileStore(root)
+	s, err := filestore.New(root)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
 	return s
@@ -61,7 +62,7 @@ func events(t testing.TB, first, n int) []session.Event {
 	return out
 }
 
-func eventsPath(s *session.FileStore, id string) string {
+func eventsPath(s *filestore.Store, id string) string {
 	return filepath.Join(s.Root(), id, "events.jsonl")
 }
 
@@ -387,7 +388,7 @@ func TestSubscribersSeeSeqOrderUnderConcurrentAppends(t *testing.T) {
 
 // appendUntil appends single events, re-reading the log after each conflict, until it holds
 // total events.
-func appendUntil(t *testing.T, s *session.FileStore, id string, total int) {
+func appendUntil(t *testing.T, s *filestore.Store, id string, total int) {
 	next := 0
 	for next < total {
 		err := s.Append(ctx, id, events(t, next, 1)...)
@@ -428,7 +429,7 @@ func TestTwoStoresCannotInterleave(t *testing.T) {
 	require.NoError(t, a.Create(ctx, header("s")))
 	const total = 200
 	var wg sync.WaitGroup
-	for _, s := range []*session.FileStore{a, b, a, b} {
+	for _, s := range []*filestore.Store{a, b, a, b} {
 		wg.Go(func() { appendUntil(t, s, "s", total) })
 	}
 	wg.Wait()
@@ -521,13 +522,13 @@ func openFiles(t *testing.T) int {
 func TestOpenFilesStayBounded(t *testing.T) {
 	s := newStore(t, t.TempDir())
 	before := openFiles(t)
-	n := 2*session.MaxOpenLogs + 10
+	n := 2*filestore.MaxOpenLogs + 10
 	for i := range n {
 		id := fmt.Sprintf("s%d", i)
 		require.NoError(t, s.Create(ctx, header(id)))
 		require.NoError(t, s.Append(ctx, id, events(t, 0, 1)...))
 	}
-	assert.LessOrEqual(t, openFiles(t)-before, session.MaxOpenLogs+1)
+	assert.LessOrEqual(t, openFiles(t)-before, filestore.MaxOpenLogs+1)
 
 	// The least recently used logs were closed; using one again reopens it where it was.
 	require.NoError(t, s.Append(ctx, "s0", events(t, 1, 1)...))

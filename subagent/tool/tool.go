@@ -1,4 +1,4 @@
-package subagent
+package tool
 
 import (
 	"bytes"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
+	"github.com/subflow-dev/subflow/subagent"
 )
 
-// ToolName is the name of the subagent tool a model delegates through.
-const ToolName = "subagent"
+// Name is the name of the subagent tool a model delegates through.
+const Name = "subagent"
 
-// ToolDescription is the subagent tool's description, as the model reads it.
-const ToolDescription = "Delegate a self-contained task to a subagent: a fresh agent with its own " +
+// Description is the subagent tool's description, as the model reads it.
+const Description = "Delegate a self-contained task to a subagent: a fresh agent with its own " +
 	"conversation, working in the same directory with the same kind of tools. Use it for work " +
 	"that can be described completely in one message and whose answer you can use as is. The " +
 	"subagent sees only `task` (not this conversation), so include every fact, path and " +
@@ -53,35 +54,35 @@ type DelegateCall struct {
 	// Provider is the subagent provider chosen for the call.
 	Provider string
 	// Request is the delegation; Request.Parent is the calling session.
-	Request Request
+	Request subagent.Request
 }
 
-// ToolOptions configure NewTool.
-type ToolOptions struct {
+// Options configure New.
+type Options struct {
 	// DefaultProvider is the provider of calls that name none. Required.
 	DefaultProvider string
 	// MaxDepth is the depth cap sent with every request (SPEC R-9); the zero value is
-	// DefaultMaxDepth.
-	MaxDepth MaxDepthSetting
+	// subagent.DefaultMaxDepth.
+	MaxDepth subagent.MaxDepthSetting
 	// Capabilities returns a provider's capabilities, false when the name is unknown.
 	// Required.
-	Capabilities func(provider string) (Capabilities, bool)
+	Capabilities func(provider string) (subagent.Capabilities, bool)
 	// Delegate runs one delegation and waits for its result. A Go error is shown to the
 	// model as `Error: <err>`: a rejection must carry the exact SPEC message (a
-	// *ValidationError does). Required.
-	Delegate func(ctx context.Context, call DelegateCall) (Result, error)
+	// *subagent.ValidationError does). Required.
+	Delegate func(ctx context.Context, call DelegateCall) (subagent.Result, error)
 }
 
-// NewTool returns the subagent tool (SPEC R-8, R-9). It rejects options whose numeric
-// MaxDepth the default provider cannot enforce (MaxDepthSetting.CheckProvider) and an
+// New returns the subagent tool (SPEC R-8, R-9). It rejects options whose numeric
+// MaxDepth the default provider cannot enforce (subagent.MaxDepthSetting.CheckProvider) and an
 // unknown default provider.
 //
-// A call builds a Request (the task as the prompt, the calling session as the parent, the
+// A call builds a subagent.Request (the task as the prompt, the calling session as the parent, the
 // cap as MaxDepth), hands it to Delegate and renders the result: a completed run as its
 // output text, followed by its structured value as JSON when it has one; any other run by
-// RenderResult, as an error result. With a MaxDepth of 0 no call delegates: each gets
+// subagent.RenderResult, as an error result. With a MaxDepth of 0 no call delegates: each gets
 // `Error: ` + DelegationDisabled.
-func NewTool(opts ToolOptions) (tools.Tool, error) {
+func New(opts Options) (tools.Tool, error) {
 	if opts.DefaultProvider == "" || opts.Capabilities == nil || opts.Delegate == nil {
 		return tools.Tool{}, errors.New("subagent: new tool: DefaultProvider, Capabilities and Delegate are required")
 	}
@@ -94,8 +95,8 @@ func NewTool(opts ToolOptions) (tools.Tool, error) {
 	}
 	h := &toolHandler{opts: opts}
 	return tools.Tool{
-		Name:        ToolName,
-		Description: ToolDescription,
+		Name:        Name,
+		Description: Description,
 		Parameters:  json.RawMessage(toolParameters),
 		Handler:     h.handle,
 	}, nil
@@ -117,7 +118,7 @@ type toolInput struct {
 }
 
 type toolHandler struct {
-	opts ToolOptions
+	opts Options
 }
 
 func (h *toolHandler) handle(ctx context.Context, env tools.Env, call tools.Call) (tools.Result, error) {
@@ -141,17 +142,17 @@ func (h *toolHandler) handle(ctx context.Context, env tools.Env, call tools.Call
 	if err != nil {
 		return tools.Result{}, err
 	}
-	req := Request{
+	req := subagent.Request{
 		Label:        in.Label,
 		Prompt:       []session.Block{session.Text(in.Task)},
-		Parent:       ParentRef{SessionID: env.SessionID, Cwd: env.Cwd},
+		Parent:       subagent.ParentRef{SessionID: env.SessionID, Cwd: env.Cwd},
 		AgentOptions: session.Route{Provider: in.ModelProvider, Model: in.Model, MaxTokens: in.MaxTokens},
 		OutputSchema: in.OutputSchema,
 		MaxDepth:     maxDepth,
 		Persona:      in.Persona,
 	}
 	if len(in.Allow) > 0 || len(in.Deny) > 0 {
-		req.ToolFilter = &ToolFilter{Allow: in.Allow, Deny: in.Deny}
+		req.ToolFilter = &subagent.ToolFilter{Allow: in.Allow, Deny: in.Deny}
 	}
 	res, err := h.opts.Delegate(ctx, DelegateCall{CallID: call.ID, Provider: provider, Request: req})
 	if err != nil {
@@ -185,11 +186,11 @@ func (h *toolHandler) maxDepth(provider string, asked *int64) (*int64, error) {
 
 // renderToolResult is the tool result of a finished run: completed runs give their output
 // (and structured value), others the R-8 rendering as an error result.
-func renderToolResult(res Result) (tools.Result, error) {
-	if res.StopReason != StopCompleted {
-		return tools.Result{Content: []session.Block{session.Text(RenderResult(res))}, IsError: true}, nil
+func renderToolResult(res subagent.Result) (tools.Result, error) {
+	if res.StopReason != subagent.StopCompleted {
+		return tools.Result{Content: []session.Block{session.Text(subagent.RenderResult(res))}, IsError: true}, nil
 	}
-	text := RenderResult(res)
+	text := subagent.RenderResult(res)
 	if s := bytes.TrimSpace(res.Structured); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
 		if text != "" {
 			text += "\n\n"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/agent"
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -47,8 +49,11 @@ func checkSubagentTool(provider string, maxDepth subagent.MaxDepthSetting) error
 }
 
 // subagentTool returns the subagent tool of the drive running under the activity context
-// actx: its calls delegate through nested StartSubagent runs on this worker's task queue.
-func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
+// actx. With yield (workflows.DriveInput.Yield) its calls are deferred: each is added to
+// the drive's delegations for the workflow to run as a child workflow. Without it each call
+// starts a separate StartSubagent run on this worker's task queue and waits for it there
+// (delegate), as workflows recorded before child workflows expect.
+func (a *Activities) subagentTool(actx context.Context, yield bool, deferred *delegations) (tools.Tool, error) {
 	return subagent.NewTool(subagent.ToolOptions{
 		DefaultProvider: a.nestedProvider,
 		MaxDepth:        a.nestedMaxDepth,
@@ -57,9 +62,116 @@ func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
 			return caps, ok
 		},
 		Delegate: func(ctx context.Context, call subagent.DelegateCall) (subagent.Result, error) {
+			if yield {
+				deferred.add(workflows.Delegation{
+					CallID:   call.CallID,
+					ChildID:  NestedChildID(call.Request.Parent.SessionID, call.CallID),
+					Provider: call.Provider,
+					Request:  call.Request,
+				})
+				return subagent.Result{}, subagent.ErrDeferred
+			}
 			return a.delegate(actx, ctx, call)
 		},
 	})
+}
+
+// delegations collects the calls a drive deferred; tool calls may run concurrently.
+type delegations struct {
+	mu   sync.Mutex
+	list []workflows.Delegation
+}
+
+func (d *delegations) add(del workflows.Delegation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.list = append(d.list, del)
+}
+
+func (d *delegations) all() []workflows.Delegation {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.list
+}
+
+// RecordNested stores the result of each closed nested run of in.Calls as the tool result
+// of its call in the pending step of session in.ChildID, rendered as the subagent tool
+// renders a result it waited for (subagent.ToolResult), and syncs. Calls that have a result
+// already (a retried attempt) are skipped. The results are read from the runs through the
+// client: a Canceled run's details carry its aborted outcome, partial output included; a
+// rejected run's failure its exact message. It holds the session lease while it writes.
+func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNestedInput) error {
+	log := a.logger(ctx, in.ChildID)
+	release, err := a.lease(ctx, log, in.ChildID)
+	if err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	defer release()
+	_, events, err := a.store.Load(ctx, in.ChildID)
+	if err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	step, answered, err := pendingStep(events)
+	if err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	c := a.client(ctx)
+	seq := int64(len(events))
+	for _, call := range in.Calls {
+		if answered[call.CallID] {
+			continue
+		}
+		var out workflows.Outcome
+		res, rerr := nestedResult(call.WorkflowID, out, c.GetWorkflow(ctx, call.WorkflowID, "").Get(ctx, &out))
+		if rerr != nil && ctx.Err() != nil {
+			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, ctx.Err())
+		}
+		tr := subagent.ToolResult(res, rerr)
+		ev, err := session.NewEvent(session.TypeToolResult, session.ToolResultData{
+			Turn: step.Turn, Step: step.Step, CallID: call.CallID, Name: subagent.ToolName,
+			IsError: tr.IsError, Content: tr.Content,
+		})
+		if err != nil {
+			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+		}
+		ev.Seq = seq
+		if err := a.store.Append(ctx, in.ChildID, ev); err != nil {
+			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+		}
+		seq++
+		log.Info("nested result recorded", zap.String("callId", call.CallID),
+			zap.String("nestedWorkflowId", call.WorkflowID), zap.String("stopReason", string(res.StopReason)))
+	}
+	if err := a.store.Sync(ctx, in.ChildID); err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	return nil
+}
+
+// pendingStep returns the last step of a log that ends inside a turn, and the call ids of
+// that step that have a tool result.
+func pendingStep(events []session.Event) (session.StepData, map[string]bool, error) {
+	answered := map[string]bool{}
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := events[i]
+		switch ev.Type {
+		case session.TypeTurnEnd, session.TypeStepEnd:
+			return session.StepData{}, nil, errors.New("the log does not end inside a step")
+		case session.TypeToolResult:
+			var d session.ToolResultData
+			if err := ev.Decode(&d); err != nil {
+				return session.StepData{}, nil, err
+			}
+			answered[d.CallID] = true
+		case session.TypeStepStart:
+			var d session.StepData
+			if err := ev.Decode(&d); err != nil {
+				return session.StepData{}, nil, err
+			}
+			return d, answered, nil
+		}
+	}
+	return session.StepData{}, nil, errors.New("the log has no step")
 }
 
 // delegate runs one subagent tool call as a nested StartSubagent run whose parent session is

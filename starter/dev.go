@@ -26,6 +26,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	noWorker := fs.Bool("no-worker", false, "serve only the server and the UI")
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task `QUEUE` of the worker")
 	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
+	slots := fs.Int("max-concurrent-activities", 0, "activity slots of the worker (default: the Temporal SDK's)")
 	if positional, err := parseInterleaved(fs, args); err != nil || len(positional) > 0 {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitCompleted
@@ -62,7 +63,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		defer c.Close()
-		stopWorker, err := startWorker(c, app.Options{TaskQueue: *taskQueue, SessionRoot: os.Getenv("SUBFLOW_SESSION_ROOT")})
+		stopWorker, err := startWorker(c, app.Options{
+			TaskQueue: *taskQueue, SessionRoot: os.Getenv("SUBFLOW_SESSION_ROOT"), MaxConcurrentActivities: *slots,
+		})
 		if err != nil {
 			fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			return exitError

@@ -44,6 +44,12 @@ const toolParameters = `{
   "additionalProperties": false
 }`
 
+// ErrDeferred, returned by ToolOptions.Delegate (or wrapped), defers the call: the tool
+// answers with a deferred result (tools.Result.Deferred), so the agent leaves the call
+// unanswered and its turn pending, and whoever runs the delegation stores its result later
+// as ToolResult renders it.
+var ErrDeferred = errors.New("subagent: delegation deferred")
+
 // DelegateCall is one delegation the subagent tool asks for.
 type DelegateCall struct {
 	// CallID is the id of the tool call. With Parent.SessionID it names the delegation: a
@@ -154,8 +160,18 @@ func (h *toolHandler) handle(ctx context.Context, env tools.Env, call tools.Call
 		req.ToolFilter = &ToolFilter{Allow: in.Allow, Deny: in.Deny}
 	}
 	res, err := h.opts.Delegate(ctx, DelegateCall{CallID: call.ID, Provider: provider, Request: req})
+	if errors.Is(err, ErrDeferred) {
+		return tools.Result{Deferred: true}, nil
+	}
+	return ToolResult(res, err), nil
+}
+
+// ToolResult is the subagent tool's result for a delegation that ended with res, or failed
+// with err (a rejection, whose message is then the exact SPEC message): what the tool returns
+// itself, and what a caller that ran a deferred delegation stores as the call's result.
+func ToolResult(res Result, err error) tools.Result {
 	if err != nil {
-		return tools.Result{}, err
+		return tools.ErrorResult(err.Error())
 	}
 	return renderToolResult(res)
 }
@@ -185,9 +201,9 @@ func (h *toolHandler) maxDepth(provider string, asked *int64) (*int64, error) {
 
 // renderToolResult is the tool result of a finished run: completed runs give their output
 // (and structured value), others the R-8 rendering as an error result.
-func renderToolResult(res Result) (tools.Result, error) {
+func renderToolResult(res Result) tools.Result {
 	if res.StopReason != StopCompleted {
-		return tools.Result{Content: []session.Block{session.Text(RenderResult(res))}, IsError: true}, nil
+		return tools.Result{Content: []session.Block{session.Text(RenderResult(res))}, IsError: true}
 	}
 	text := RenderResult(res)
 	if s := bytes.TrimSpace(res.Structured); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
@@ -196,5 +212,5 @@ func renderToolResult(res Result) (tools.Result, error) {
 		}
 		text += "Structured result:\n" + string(s)
 	}
-	return tools.TextResult(text), nil
+	return tools.TextResult(text)
 }

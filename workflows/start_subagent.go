@@ -156,10 +156,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 
 	r.status.Phase = PhaseDriving
-	var sum DriveSummary
-	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10))
-	err = workflow.ExecuteActivity(driveCtx, ActivityDrive,
-		DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req}).Get(ctx, &sum)
+	sum, err := r.drive(ctx, childID, req)
 	cancelled := ctx.Err() != nil
 	if err != nil && !cancelled {
 		return r.fail(err)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -25,15 +24,11 @@ import (
 // end Canceled and hand over its partial output.
 const NestedCancelWait = 30 * time.Second
 
-// nestedNamespace seeds the child ids of nested runs (see NestedChildID).
-var nestedNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/subflow-dev/subflow/nested"))
-
 // NestedChildID returns the child id of the nested run that the subagent tool call callID of
-// session sessionID starts; its workflow id is workflows.WorkflowID of it. It is a UUID
-// (version 5) that depends on nothing else, so the same call, run again by a retried drive,
-// names the same child and the same workflow.
+// session sessionID starts (subagent.NestedChildID); its workflow id is workflows.WorkflowID
+// of it, so the same call, run again by a retried drive, names the same workflow.
 func NestedChildID(sessionID, callID string) string {
-	return uuid.NewSHA1(nestedNamespace, []byte(sessionID+"\x00"+callID)).String()
+	return subagent.NestedChildID(sessionID, callID)
 }
 
 // checkSubagentTool rejects a subagent tool configuration the tool could not honour.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 )
@@ -49,6 +51,16 @@ const toolParameters = `{
 // unanswered and its turn pending, and whoever runs the delegation stores its result later
 // as ToolResult renders it.
 var ErrDeferred = errors.New("subagent: delegation deferred")
+
+// nestedNamespace seeds the child ids of nested runs (see NestedChildID).
+var nestedNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/subflow-dev/subflow/nested"))
+
+// NestedChildID returns the child id of the run that subagent tool call callID of session
+// sessionID delegates to. It is a UUID (version 5) that depends on nothing else, so the same
+// call, run again after a crash, names the same child.
+func NestedChildID(sessionID, callID string) string {
+	return uuid.NewSHA1(nestedNamespace, []byte(sessionID+"\x00"+callID)).String()
+}
 
 // DelegateCall is one delegation the subagent tool asks for.
 type DelegateCall struct {

@@ -15,6 +15,12 @@ import (
 // delegations as the tool results of their calls.
 const ActivityRecordNested = "RecordNested"
 
+// UpdateSDKDelegate is sent by RunSDKChild to its own workflow with a Delegation its sdk
+// child's subagent tool asked for: the workflow starts it as a child workflow, and the update
+// completes once the child started (or failed to). RunSDKChild then waits for the child's
+// result by its workflow id, so the result enters this workflow's history once.
+const UpdateSDKDelegate = "sdk-delegate"
+
 // versionNestedChildren marks the workflow code that runs the delegations of a drive as
 // child workflows. Histories recorded before it (DefaultVersion) ran them inside the Drive
 // activity, which an unversioned Drive still does.
@@ -158,4 +164,43 @@ func ExecuteSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
 		return out, canceled
 	}
 	return Outcome{}, err
+}
+
+// sdkNested are the child workflows an sdk run's delegations started.
+type sdkNested struct {
+	futures map[string]workflow.ChildWorkflowFuture // by workflow id
+}
+
+// handleSDKDelegations registers the sdk-delegate update handler of an sdk run. A delegation
+// whose child already started (a retried request) is not started again.
+func (r *run) handleSDKDelegations(ctx workflow.Context) (*sdkNested, error) {
+	n := &sdkNested{futures: map[string]workflow.ChildWorkflowFuture{}}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSDKDelegate,
+		func(hctx workflow.Context, d Delegation) error {
+			id := WorkflowID(d.ChildID)
+			f, ok := n.futures[id]
+			if !ok {
+				in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID}
+				f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in)
+				n.futures[id] = f
+			}
+			return f.GetChildWorkflowExecution().Get(hctx, nil)
+		},
+		workflow.UpdateHandlerOptions{
+			Description: "starts a delegation of the sdk child as a child workflow; completes once it started",
+			Validator: func(d Delegation) error {
+				if d.ChildID == "" {
+					return errors.New("sdk-delegate: the delegation has no child id")
+				}
+				return nil
+			},
+		})
+	return n, err
+}
+
+// wait waits until every child workflow closed: a cancelled sdk run's children end with it.
+func (n *sdkNested) wait(ctx workflow.Context) {
+	for _, f := range n.futures {
+		_ = f.Get(ctx, nil)
+	}
 }

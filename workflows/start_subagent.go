@@ -212,6 +212,11 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 		// ours, only its working directory for the child.
 		req.Parent.Cwd = r.in.Root.Cwd
 	}
+	nested, err := r.handleSDKDelegations(ctx)
+	if err != nil {
+		return r.fail(err)
+	}
+	defer nested.wait(ctx)
 	actx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("run"), 3))
 	fut := workflow.ExecuteActivity(actx, ActivityRunSDKChild, SDKInput{
 		Provider:   r.in.Provider,
@@ -243,7 +248,7 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 
 	var out Outcome
-	err := fut.Get(ctx, &out)
+	err = fut.Get(ctx, &out)
 	cancelled := ctx.Err() != nil
 	switch {
 	case err != nil && !r.settled:

@@ -91,3 +91,26 @@ func waitStatusesAny(t testing.TB, query string, n int) map[string]int {
 	}, waitLimit, 200*time.Millisecond, "query %q never listed %d runs: %v", query, n, counts)
 	return counts
 }
+
+// TestSDKChildCancelReachesNested cancels an sdk run while the spawn run its child delegated
+// to streams: the nested run ends Canceled with its aborted outcome, and the sdk run ends
+// Canceled, leaving nothing running.
+func TestSDKChildCancelReachesNested(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	slow := script(t, dir, slowLeaf)
+	parent := script(t, dir, subagentCall(t, map[string]any{"task": "stream slowly", "provider": "spawn", "model": slow}),
+		`{"text": "never reached"}`)
+	pub, run := start(t, rootInput(workflows.ProviderSDK, dir, parent, "delegate and wait"))
+	nestedID := workflows.WorkflowID(subagent.NestedChildID(pub.ChildID, "call_0_0"))
+	waitAllStreaming(t, []string{nestedID})
+
+	require.NoError(t, env.c.CancelWorkflow(context.Background(), run.GetID(), run.GetRunID()))
+	out, cancelled := outcome(t, run)
+	require.True(t, cancelled)
+	assert.Equal(t, subagent.StopAborted, out.Result.StopReason)
+	nested := canceledOutcome(t, pub.ChildID, "call_0_0")
+	assert.Equal(t, subagent.StopAborted, nested.Result.StopReason)
+	assert.NotEmpty(t, session.JoinText(nested.Result.Output), "the nested run's partial answer is its outcome")
+	waitStatuses(t, fmt.Sprintf("ParentWorkflowId = '%s'", run.GetID()), 1, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, waitLimit)
+}

@@ -47,6 +47,7 @@ func TestSDKChildDelegates(t *testing.T) {
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
 	assert.Equal(t, "sdk parent done", session.JoinText(out.Result.Output))
 	assert.EqualValues(t, 1, out.Depth)
+	record(t, run, "sdk-nested")
 
 	spawnID := workflows.WorkflowID(subagent.NestedChildID(pub.ChildID, "call_0_0"))
 	sdkID := workflows.WorkflowID(subagent.NestedChildID(pub.ChildID, "call_0_1"))

@@ -112,8 +112,8 @@ func (f *fakes) ReadResult(ctx context.Context, in ReadResultInput) (Outcome, er
 		Output: []session.Block{session.Text("done")}, StopReason: subagent.StopCompleted}}, nil
 }
 
-func (f *fakes) RecordNested(_ context.Context, in RecordNestedInput) error {
-	f.record(ActivityRecordNested)
+func (f *fakes) RecordNested(ctx context.Context, in RecordNestedInput) error {
+	f.record(ctx, ActivityRecordNested)
 	f.mu.Lock()
 	f.nested = append(f.nested, in)
 	f.mu.Unlock()

@@ -72,7 +72,8 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 		return workflows.DriveSummary{}, fmt.Errorf("activities: drive %s: %w", in.ChildID, err)
 	}
 
-	nested, err := a.subagentTool(ctx)
+	var deferred delegations
+	nested, err := a.subagentTool(ctx, in.Yield, &deferred)
 	if err != nil {
 		return workflows.DriveSummary{}, fmt.Errorf("activities: drive %s: %w", in.ChildID, err)
 	}
@@ -130,7 +131,9 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 		log.Error("drive failed", zap.Error(res.err))
 		return sum, res.err
 	}
-	log.Info("drive finished", zap.Int("steps", sum.Steps), zap.Int64("outputTokens", sum.OutputTokens))
+	sum.Delegations = deferred.all()
+	log.Info("drive finished", zap.Int("steps", sum.Steps), zap.Int64("outputTokens", sum.OutputTokens),
+		zap.Int("delegations", len(sum.Delegations)))
 	return sum, nil
 }
 

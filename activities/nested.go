@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -15,6 +15,7 @@ import (
 
 	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/agent"
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
 	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
@@ -25,15 +26,11 @@ import (
 // end Canceled and hand over its partial output.
 const NestedCancelWait = 30 * time.Second
 
-// nestedNamespace seeds the child ids of nested runs (see NestedChildID).
-var nestedNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/subflow-dev/subflow/nested"))
-
 // NestedChildID returns the child id of the nested run that the subagent tool call callID of
-// session sessionID starts; its workflow id is workflows.WorkflowID of it. It is a UUID
-// (version 5) that depends on nothing else, so the same call, run again by a retried drive,
-// names the same child and the same workflow.
+// session sessionID starts (subagenttool.NestedChildID); its workflow id is workflows.WorkflowID
+// of it, so the same call, run again by a retried drive, names the same workflow.
 func NestedChildID(sessionID, callID string) string {
-	return uuid.NewSHA1(nestedNamespace, []byte(sessionID+"\x00"+callID)).String()
+	return subagenttool.NestedChildID(sessionID, callID)
 }
 
 // checkSubagentTool rejects a subagent tool configuration the tool could not honour.
@@ -49,16 +46,126 @@ func checkSubagentTool(provider string, maxDepth subagent.MaxDepthSetting) error
 }
 
 // subagentTool returns the subagent tool of the drive running under the activity context
-// actx: its calls delegate through nested StartSubagent runs on this worker's task queue.
-func (a *Activities) subagentTool(actx context.Context) (tools.Tool, error) {
+// actx. With yield (workflows.DriveInput.Yield) its calls are deferred: each is added to
+// the drive's delegations for the workflow to run as a child workflow. Without it each call
+// starts a separate StartSubagent run on this worker's task queue and waits for it there
+// (delegate), as workflows recorded before child workflows expect.
+func (a *Activities) subagentTool(actx context.Context, yield bool, deferred *delegations) (tools.Tool, error) {
 	return subagenttool.New(subagenttool.Options{
 		DefaultProvider: a.nestedProvider,
 		MaxDepth:        a.nestedMaxDepth,
 		Capabilities:    subagent.ProviderCapabilities,
 		Delegate: func(ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
+			if yield {
+				deferred.add(workflows.Delegation{
+					CallID:   call.CallID,
+					ChildID:  NestedChildID(call.Request.Parent.SessionID, call.CallID),
+					Provider: call.Provider,
+					Request:  call.Request,
+				})
+				return subagent.Result{}, subagenttool.ErrDeferred
+			}
 			return a.delegate(actx, ctx, call)
 		},
 	})
+}
+
+// delegations collects the calls a drive deferred; tool calls may run concurrently.
+type delegations struct {
+	mu   sync.Mutex
+	list []workflows.Delegation
+}
+
+func (d *delegations) add(del workflows.Delegation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.list = append(d.list, del)
+}
+
+func (d *delegations) all() []workflows.Delegation {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.list
+}
+
+// RecordNested stores the result of each closed nested run of in.Calls as the tool result
+// of its call in the pending step of session in.ChildID, rendered as the subagent tool
+// renders a result it waited for (subagenttool.ToolResult), and syncs. Calls that have a result
+// already (a retried attempt) are skipped. The results are read from the runs through the
+// client: a Canceled run's details carry its aborted outcome, partial output included; a
+// rejected run's failure its exact message. It holds the session lease while it writes.
+func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNestedInput) error {
+	log := a.logger(ctx, in.ChildID)
+	release, err := a.lease(ctx, log, in.ChildID)
+	if err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	defer release()
+	_, events, err := a.store.Load(ctx, in.ChildID)
+	if err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	step, answered, err := pendingStep(events)
+	if err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	c := a.client(ctx)
+	seq := int64(len(events))
+	for _, call := range in.Calls {
+		if answered[call.CallID] {
+			continue
+		}
+		var out workflows.Outcome
+		res, rerr := nestedResult(call.WorkflowID, out, c.GetWorkflow(ctx, call.WorkflowID, "").Get(ctx, &out))
+		if rerr != nil && ctx.Err() != nil {
+			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, ctx.Err())
+		}
+		tr := subagenttool.ToolResult(res, rerr)
+		ev, err := session.NewEvent(session.TypeToolResult, session.ToolResultData{
+			Turn: step.Turn, Step: step.Step, CallID: call.CallID, Name: subagenttool.Name,
+			IsError: tr.IsError, Content: tr.Content,
+		})
+		if err != nil {
+			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+		}
+		ev.Seq = seq
+		if err := a.store.Append(ctx, in.ChildID, ev); err != nil {
+			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+		}
+		seq++
+		log.Info("nested result recorded", zap.String("callId", call.CallID),
+			zap.String("nestedWorkflowId", call.WorkflowID), zap.String("stopReason", string(res.StopReason)))
+	}
+	if err := a.store.Sync(ctx, in.ChildID); err != nil {
+		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
+	}
+	return nil
+}
+
+// pendingStep returns the last step of a log that ends inside a turn, and the call ids of
+// that step that have a tool result.
+func pendingStep(events []session.Event) (session.StepData, map[string]bool, error) {
+	answered := map[string]bool{}
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := events[i]
+		switch ev.Type {
+		case session.TypeTurnEnd, session.TypeStepEnd:
+			return session.StepData{}, nil, errors.New("the log does not end inside a step")
+		case session.TypeToolResult:
+			var d session.ToolResultData
+			if err := ev.Decode(&d); err != nil {
+				return session.StepData{}, nil, err
+			}
+			answered[d.CallID] = true
+		case session.TypeStepStart:
+			var d session.StepData
+			if err := ev.Decode(&d); err != nil {
+				return session.StepData{}, nil, err
+			}
+			return d, answered, nil
+		}
+	}
+	return session.StepData{}, nil, errors.New("the log has no step")
 }
 
 // delegate runs one subagent tool call as a nested StartSubagent run whose parent session is

@@ -237,3 +237,59 @@ func (r *fakeRun) Get(ctx context.Context, valuePtr any) error {
 		return ctx.Err()
 	}
 }
+
+// GetWorkflow returns the nested run of id, as RecordNested reads it.
+func (c *fakeClient) GetWorkflow(_ context.Context, id, _ string) client.WorkflowRun {
+	return &fakeRun{client: c, id: id}
+}
+
+// TestYieldingDriveDefersSubagentCallsAndRecordNestedAnswersThem: with Yield the drive
+// returns the subagent call as a delegation (deterministic child id, the calling session as
+// parent), leaves it unanswered and the turn pending, and starts nothing itself.
+// RecordNested stores the nested run's result as the call's tool result, once however often
+// it runs, and the next drive finishes the turn without running the call again.
+func TestYieldingDriveDefersSubagentCallsAndRecordNestedAnswersThem(t *testing.T) {
+	f := newFixture(t, delegateOnce, `{"text": "parent done"}`)
+	fc := newFakeClient()
+	close(fc.complete)
+	e := newEnv(t, withClient(f.activities(), fc), worker.Options{})
+	req := request("delegate")
+	publish(t, e, "child-1", req)
+	yieldDrive := func() workflows.DriveSummary {
+		t.Helper()
+		v, err := e.ExecuteActivity(workflows.ActivityDrive, workflows.DriveInput{
+			Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: req, Yield: true,
+		})
+		require.NoError(t, err)
+		var sum workflows.DriveSummary
+		require.NoError(t, v.Get(&sum))
+		return sum
+	}
+
+	sum := yieldDrive()
+	require.Len(t, sum.Delegations, 1)
+	d := sum.Delegations[0]
+	assert.Equal(t, "call_0_0", d.CallID)
+	assert.Equal(t, activities.NestedChildID("child-1", "call_0_0"), d.ChildID)
+	assert.Equal(t, subagent.ProviderSpawn, d.Provider)
+	assert.Equal(t, "child-1", d.Request.Parent.SessionID)
+	assert.Empty(t, fc.startedOptions(), "the drive starts no run itself")
+	assert.Empty(t, subagentResults(t, f, "child-1"))
+	assert.False(t, f.hasEvent("child-1", session.TypeTurnEnd), "the turn stays pending")
+
+	record := workflows.RecordNestedInput{ChildID: "child-1", Calls: []workflows.NestedCall{
+		{CallID: d.CallID, WorkflowID: workflows.WorkflowID(d.ChildID)},
+	}}
+	for range 2 {
+		_, err := e.ExecuteActivity(workflows.ActivityRecordNested, record)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"nested answer"}, subagentResults(t, f, "child-1"))
+
+	sum = yieldDrive()
+	assert.Empty(t, sum.Delegations, "a stored result is not delegated again")
+	assert.Equal(t, []string{"nested answer"}, subagentResults(t, f, "child-1"))
+	out := readResult(t, e, "child-1", req, false)
+	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	assert.Equal(t, "parent done", session.JoinText(out.Result.Output))
+}

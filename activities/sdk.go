@@ -13,6 +13,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/sdkproc"
+	"github.com/subflow-dev/subflow/sdkproc/wire"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -68,8 +69,23 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	})
 	defer stopHeartbeat()
 
+	route := session.Route{Provider: a.sdk.Config().Provider, Model: a.sdk.Config().Model}.Override(req.AgentOptions)
+	parent := sdkParentSession{route: route, depth: depth, sandbox: policy.Sandbox}
+	if policy.MaxDepth != nil {
+		limit := depth + *policy.MaxDepth
+		parent.maxDepth = &limit
+	}
 	policy.ID = sdkSessionID(in.RunID, activity.GetInfo(ctx).Attempt)
 	policy.Logger = log // the child's lines carry the workflow, run and child ids too
+	policy.Delegate = func(callCtx context.Context, p wire.SubagentRunParams) (subagent.Result, error) {
+		parent := parent
+		cwd, err := a.sdk.ChildCwd(req) // resolved once already: the child runs there
+		if err != nil {
+			return subagent.Result{}, err
+		}
+		parent.cwd = cwd
+		return a.sdkDelegate(ctx, callCtx, parent, p)
+	}
 	run, err := a.sdk.StartRun(runCtx, req, policy)
 	switch {
 	case err == nil:
@@ -83,7 +99,6 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	}
 	live.Store(run)
 
-	route := session.Route{Provider: a.sdk.Config().Provider, Model: a.sdk.Config().Model}.Override(req.AgentOptions)
 	log.Info("sdk child published", zap.Int("pid", run.PID()), zap.Int64("depth", depth))
 	pub := workflows.Published{ChildID: in.RunID, Depth: depth, Model: route.Model}
 	if err := a.signal(ctx, in.WorkflowID, pub); err != nil {

@@ -44,6 +44,7 @@ type spawnOptions struct {
 	maxFrameSize int
 	log          *zap.Logger
 	onNotify     wire.NotifyFunc
+	handlers     map[string]wire.Handler // the child's requests to us
 }
 
 // spawn starts the child in its own process group, with SIGKILL as its parent-death signal,
@@ -140,6 +141,9 @@ func spawn(opts spawnOptions) (*child, error) {
 		},
 	})
 	c.conn.OnNotify(opts.onNotify)
+	for method, h := range opts.handlers {
+		c.conn.Handle(method, h)
+	}
 	c.conn.Start()
 	return c, nil
 }

@@ -84,6 +84,10 @@ type RunOptions struct {
 	// initialize, and the runtime enforces them on its tools and its own delegations.
 	Sandbox  string
 	MaxDepth *int64
+	// Delegate, when set, runs the delegations the child's subagent tool asks for
+	// (subagent/run requests); its error message is the child's tool result. Without it such
+	// a request is answered "method not found".
+	Delegate func(ctx context.Context, params wire.SubagentRunParams) (subagent.Result, error)
 }
 
 // Start is StartRun with zero RunOptions.
@@ -136,6 +140,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 		maxFrameSize: p.opts.MaxFrameSize,
 		log:          log,
 		onNotify:     r.events.push,
+		handlers:     delegateHandler(opts.Delegate),
 	})
 	if err != nil {
 		return nil, err
@@ -156,6 +161,9 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 	}
 	return r, nil
 }
+
+// ChildCwd returns the working directory a run of req gets (SPEC R-51), or why it has none.
+func (p *Provider) ChildCwd(req subagent.Request) (string, error) { return p.childCwd(req) }
 
 // childCwd applies SPEC R-51: the configured cwd (resolved at load) wins, else the parent
 // session's; the choice is checked again because a directory can vanish after load.
@@ -240,4 +248,23 @@ func compact(raw json.RawMessage) string {
 		b = raw
 	}
 	return string(b)
+}
+
+// delegateHandler answers the child's subagent/run requests with delegate; nil registers
+// nothing.
+func delegateHandler(delegate func(context.Context, wire.SubagentRunParams) (subagent.Result, error)) map[string]wire.Handler {
+	if delegate == nil {
+		return nil
+	}
+	return map[string]wire.Handler{wire.MethodSubagentRun: func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var p wire.SubagentRunParams
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, &wire.Error{Code: wire.CodeInternalError, Message: "subagent/run: invalid params: " + err.Error()}
+		}
+		res, err := delegate(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return wire.SubagentRunResult{Result: res}, nil
+	}}
 }

@@ -23,6 +23,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	noWorker := fs.Bool("no-worker", false, "serve only the server and the UI")
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task `QUEUE` of the worker")
 	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
+	slots := fs.Int("max-concurrent-activities", 0, "activity slots of the worker (default: the Temporal SDK's)")
 	if positional, err := parseInterleaved(fs, args); err != nil || len(positional) > 0 {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitCompleted
@@ -46,7 +47,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if !*noWorker {
-		local, err := startLocalWorker(ctx, srv, srv.ClientOptions(), *metricsAddr, app.Options{TaskQueue: *taskQueue}, stdout)
+		local, err := startLocalWorker(ctx, srv, srv.ClientOptions(), *metricsAddr, app.Options{TaskQueue: *taskQueue, MaxConcurrentActivities: *slots}, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			return exitError

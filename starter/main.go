@@ -4,6 +4,7 @@
 //	starter dev [--port N] [--ui-port N]  embedded Temporal + Web UI + worker, until interrupted
 //	starter run [flags] TASK              start one delegation and wait for its result
 //	starter status ID                     phase, child id, progress and partial output of a run
+//	starter status --tree ID [--json]     the run's delegation tree
 //	starter result ID [--json]            wait for a run's result
 //	starter cancel ID                     cancel (abort) a run
 //	starter batch FILE.jsonl              run one delegation per line, with live progress
@@ -42,7 +43,7 @@ const usage = `usage:
   starter demo [--exit] [--port N] [--ui-port N] [--metrics-addr ADDR]
   starter dev [--port N] [--ui-port N] [--db FILE] [--no-worker] [--task-queue Q] [--metrics-addr ADDR]
   starter run [flags] TASK        (starter run -h lists the flags)
-  starter status ID [--json]
+  starter status [--tree] ID [--json]
   starter result ID [--json]
   starter cancel ID
   starter batch [--concurrency N] [--out RESULTS.jsonl] FILE.jsonl

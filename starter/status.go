@@ -17,6 +17,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("starter status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
+	tree := fs.Bool("tree", false, "print the run's delegation tree: workflow id, provider, depth, phase or stop reason, label")
 	id, code, ok := parseID(fs, args)
 	if !ok {
 		return code
@@ -27,6 +28,22 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitError
 	}
 	defer c.Close()
+	if *tree {
+		root, err := delegationTree(ctx, c, id)
+		if err != nil {
+			fmt.Fprintf(stderr, "starter status: %v\n", err)
+			return exitError
+		}
+		if *asJSON {
+			if err := json.NewEncoder(stdout).Encode(root); err != nil {
+				fmt.Fprintf(stderr, "starter status: %v\n", err)
+				return exitError
+			}
+			return exitCompleted
+		}
+		printTree(stdout, root, "")
+		return exitCompleted
+	}
 	st, err := subflow.Describe(ctx, c, id, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "starter status: %v\n", err)

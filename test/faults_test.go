@@ -76,8 +76,8 @@ type workerProc struct {
 	done chan struct{}
 }
 
-// startWorker starts a worker process serving the test's task queue.
-func (f *faultEnv) startWorker() *workerProc {
+// startWorker starts a worker process serving the test's task queue, with extra flags.
+func (f *faultEnv) startWorker(flags ...string) *workerProc {
 	t := f.t
 	t.Helper()
 	bin, err := workerBin()
@@ -87,7 +87,7 @@ func (f *faultEnv) startWorker() *workerProc {
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer logFile.Close()
-	cmd := exec.Command(bin, "--task-queue", f.taskQueue, "--log-level", "info")
+	cmd := exec.Command(bin, append([]string{"--task-queue", f.taskQueue, "--log-level", "info"}, flags...)...)
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_ADDRESS="+f.addr,
 		"TEMPORAL_NAMESPACE="+f.namespace,

@@ -64,6 +64,7 @@ func TestNestedDelegation(t *testing.T) {
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
 	assert.Equal(t, "parent done", session.JoinText(out.Result.Output))
 	assert.EqualValues(t, 1, out.Depth)
+	record(t, run, "spawn-nested")
 
 	parent := pub.ChildID
 	assert.Equal(t, []toolResult{{"a done", false}, {"b done", false}}, toolResults(t, parent),
@@ -126,6 +127,7 @@ func TestNestedCancel(t *testing.T) {
 	out, cancelled := outcome(t, run)
 	require.True(t, cancelled)
 	assert.Equal(t, subagent.StopAborted, out.Result.StopReason)
+	record(t, run, "spawn-nested-cancelled")
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()

@@ -4,7 +4,8 @@
 //
 //	worker [--task-queue subflow] [--session-root DIR] [--presets FILE]
 //	       [--sdk-command CMD [--sdk-arg ARG]...] [--child-env NAME]... [--log-level info]
-//	       [--metrics-addr 127.0.0.1:9090]
+//	       [--metrics-addr 127.0.0.1:9090] [--max-concurrent-activities N]
+//	       [--subagent-provider spawn] [--subagent-max-depth 3]
 //	worker child-runtime [--config FILE]
 //
 // The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
@@ -45,6 +46,12 @@ func run() int {
 	flag.Var(&childEnv, "child-env", "pass the environment variable `NAME` to sdk children besides the built-in allowlist (repeatable)")
 	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
+	flag.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
+		"activity slots of the worker (default: the Temporal SDK's, 1000)")
+	flag.StringVar(&opts.SubagentProvider, "subagent-provider", "",
+		"provider of subagent tool calls that name none (default spawn)")
+	flag.Var(&opts.SubagentMaxDepth, "subagent-max-depth",
+		"depth cap of the subagent tool: a number or provider-managed (default 3)")
 	flag.Parse()
 	opts.SDKArgs = sdkArgs
 	opts.ChildEnv = childEnv

@@ -34,6 +34,7 @@ type fakes struct {
 	drives  []DriveInput
 	reads   []ReadResultInput
 	sdks    []SDKInput
+	nested  []RecordNestedInput
 
 	onRoot    func(context.Context) error
 	onPublish func(context.Context, PublishInput) (Published, error)
@@ -111,6 +112,14 @@ func (f *fakes) ReadResult(ctx context.Context, in ReadResultInput) (Outcome, er
 		Output: []session.Block{session.Text("done")}, StopReason: subagent.StopCompleted}}, nil
 }
 
+func (f *fakes) RecordNested(ctx context.Context, in RecordNestedInput) error {
+	f.record(ctx, ActivityRecordNested)
+	f.mu.Lock()
+	f.nested = append(f.nested, in)
+	f.mu.Unlock()
+	return nil
+}
+
 func (f *fakes) RunSDKChild(ctx context.Context, in SDKInput) (Outcome, error) {
 	f.record(ctx, ActivityRunSDKChild)
 	f.mu.Lock()
@@ -141,13 +150,14 @@ func newHarness(t *testing.T) *harness {
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	h := &harness{env: suite.NewTestWorkflowEnvironment(), fakes: &fakes{}, attrs: map[string]any{}}
 	h.env.SetTestTimeout(waitLimit)
-	h.env.RegisterWorkflow(StartSubagent)
+	h.env.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName})
 	for name, fn := range map[string]any{
 		ActivityCreateRootSession: h.fakes.CreateRootSession,
 		ActivityPublish:           h.fakes.Publish,
 		ActivityDrive:             h.fakes.Drive,
 		ActivityReadResult:        h.fakes.ReadResult,
 		ActivityRunSDKChild:       h.fakes.RunSDKChild,
+		ActivityRecordNested:      h.fakes.RecordNested,
 	} {
 		h.env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -187,10 +187,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 
 	r.status.Phase = PhaseDriving
-	var sum DriveSummary
-	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10))
-	err = workflow.ExecuteActivity(driveCtx, ActivityDrive,
-		DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req}).Get(ctx, &sum)
+	sum, err := r.drive(ctx, childID, req)
 	cancelled := ctx.Err() != nil
 	if err != nil && !cancelled {
 		return r.fail(err)
@@ -246,6 +243,11 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 		// ours, only its working directory for the child.
 		req.Parent.Cwd = r.in.Root.Cwd
 	}
+	nested, err := r.handleSDKDelegations(ctx)
+	if err != nil {
+		return r.fail(err)
+	}
+	defer nested.wait(ctx)
 	actx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("run"), 3))
 	fut := workflow.ExecuteActivity(actx, ActivityRunSDKChild, SDKInput{
 		Provider:   r.in.Provider,
@@ -277,7 +279,7 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 
 	var out Outcome
-	err := fut.Get(ctx, &out)
+	err = fut.Get(ctx, &out)
 	cancelled := ctx.Err() != nil
 	switch {
 	case err != nil && !r.settled:

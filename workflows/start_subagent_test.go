@@ -36,7 +36,7 @@ func TestInProcessRunCompletes(t *testing.T) {
 	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
 	assert.Equal(t, []string{ActivityPublish, ActivityReadResult}, h.fakes.Local(), "the short steps run as local activities")
 	assert.Equal(t, PublishInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
-	assert.Equal(t, DriveInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
+	assert.Equal(t, DriveInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request, Yield: true}, h.fakes.drives[0])
 	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
 
 	assert.Equal(t, map[string]any{

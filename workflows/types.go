@@ -92,6 +92,11 @@ type DriveInput struct {
 	Provider string           `json:"provider"`
 	ChildID  string           `json:"childId"`
 	Request  subagent.Request `json:"request"`
+	// Yield makes the drive defer the child's subagent tool calls to the workflow: it
+	// returns them as DriveSummary.Delegations, their calls unanswered in the session, and
+	// the workflow runs them as child workflows. Without it (a workflow recorded before
+	// child workflows) the drive runs each as a separate workflow and waits for it.
+	Yield bool `json:"yield,omitempty"`
 }
 
 // DriveSummary is the small result of Drive.
@@ -99,6 +104,9 @@ type DriveSummary struct {
 	Steps         int   `json:"steps"`
 	StreamedBytes int64 `json:"streamedBytes"`
 	OutputTokens  int64 `json:"outputTokens"`
+	// Delegations are the subagent tool calls the drive deferred (DriveInput.Yield): the
+	// child's turn is pending until their results are stored.
+	Delegations []Delegation `json:"delegations,omitempty"`
 }
 
 // ReadResultInput is the input of ReadResult. Cancelled says the drive was cancelled: a
@@ -140,10 +148,13 @@ const (
 	PhaseCreatingRoot Phase = "creating-root"
 	PhasePublishing   Phase = "publishing"
 	PhaseDriving      Phase = "driving"
-	PhaseReading      Phase = "reading"
-	PhaseCompleted    Phase = "completed"
-	PhaseCancelled    Phase = "cancelled"
-	PhaseFailed       Phase = "failed"
+	// PhaseDelegating: the child's turn waits for the nested runs (child workflows) its
+	// subagent tool calls started.
+	PhaseDelegating Phase = "delegating"
+	PhaseReading    Phase = "reading"
+	PhaseCompleted  Phase = "completed"
+	PhaseCancelled  Phase = "cancelled"
+	PhaseFailed     Phase = "failed"
 )
 
 // Status is the answer to QueryStatus (SPEC R-75).

@@ -255,9 +255,12 @@ func assistantMessage(resp model.Response, r *session.Route) session.AssistantMe
 // runTools executes calls in order through the scope, skipping those done already, and
 // appends each result as it completes. done counts the stored results per call id: results
 // are stored in call order, so the first done[id] calls with that id are the ones that ran,
-// also when the model repeated an id. A cancel between calls ends the turn `aborted`.
+// also when the model repeated an id. A cancel between calls ends the turn `aborted`. When a
+// call was deferred (tools.Result.Deferred) the step's other calls still run, then the turn
+// stops pending (kindDeferred).
 func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call, done map[string]int) *session.EndReason {
 	skip := maps.Clone(done)
+	deferred := 0
 	for _, call := range calls {
 		if skip[call.ID] > 0 {
 			skip[call.ID]--
@@ -267,6 +270,10 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call
 			return aborted(ctx)
 		}
 		res := a.scope.Execute(ctx, a.env(), call)
+		if res.Deferred {
+			deferred++
+			continue
+		}
 		err := a.emit(session.TypeToolResult, session.ToolResultData{
 			Turn: turn, Step: step, CallID: call.ID, Name: call.Name, IsError: res.IsError, Content: res.Content,
 		}, func(s *state) { s.toolResult(call.ID, res) })
@@ -277,8 +284,15 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call
 	if ctx.Err() != nil {
 		return aborted(ctx)
 	}
+	if deferred > 0 {
+		return &session.EndReason{Kind: kindDeferred}
+	}
 	return nil
 }
+
+// kindDeferred is the end "reason" of a turn that stops pending because tool calls of its
+// last step were deferred: endTurn writes no turn/end for it, only syncs.
+const kindDeferred = "deferred"
 
 // endStep appends step/end and syncs. The turn completes when the step ran no tool calls or a
 // tool asked to conclude (ConcludeAfterStep).
@@ -317,6 +331,14 @@ func (a *Agent) interruptTurn(turn int) {
 // endTurn appends turn/end and syncs. A failure leaves the turn pending in the log, to be
 // resumed by the next process that opens the session.
 func (a *Agent) endTurn(turn int, reason session.EndReason) {
+	if reason.Kind == kindDeferred {
+		if err := a.sync(); err != nil {
+			a.logWriteFailure("sync before deferred tool calls failed", err)
+			return
+		}
+		a.log.Debug("turn left pending: tool calls deferred", zap.Int("turn", turn))
+		return
+	}
 	err := a.emit(session.TypeTurnEnd, session.TurnEndData{Turn: turn, Reason: reason}, (*state).turnEnded)
 	if err == nil {
 		err = a.sync()

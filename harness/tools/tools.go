@@ -72,6 +72,11 @@ type Call struct {
 type Result struct {
 	Content []session.Block
 	IsError bool
+	// Deferred says the call is answered later, from outside the agent (a delegation the
+	// caller runs as a durable workflow): the agent stores no result for it, runs the step's
+	// other calls, and leaves the turn pending for a later Resume, which finds the result
+	// stored by then. Content and IsError are ignored.
+	Deferred bool
 }
 
 // ErrorResult is the tool-facing rendering of a failure: one text block `Error: <msg>`.

@@ -133,6 +133,14 @@ func (s *server) sessionLocked(ctx context.Context, id string) (*sessionState, e
 	if err != nil {
 		return nil, fmt.Errorf("session/prompt %s: %w", id, err)
 	}
+	tool, err := s.subagentTool(id)
+	if err == nil {
+		_, err = a.Scope().Register(tool)
+	}
+	if err != nil {
+		_ = a.Close(ctx)
+		return nil, fmt.Errorf("session/prompt %s: %w", id, err)
+	}
 	st := newSessionState(id, a, s.out, s.log)
 	s.sessions[id] = st
 	return st, nil

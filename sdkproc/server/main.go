@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/subflow-dev/subflow/subagent"
 )
 
 // Main runs the child runtime on the process's stdio with the command-line arguments
@@ -17,16 +19,18 @@ func Main() int { return MainArgs(os.Args[1:]) }
 
 // MainArgs runs the child runtime on the process's stdio, so that any binary can offer it as a
 // subcommand (SPEC R-83): the worker calls MainArgs with the arguments after its subcommand.
-// The flags are --config FILE (presets, see Options.ConfigPath) and --session-root DIR
-// (Options.SessionRoot). It returns 0 after
+// The flags are --config FILE (presets, see Options.ConfigPath), --session-root DIR
+// (Options.SessionRoot) and --subagent-max-depth (Options.SubagentMaxDepth). It returns 0 after
 // `shutdown`, stdin EOF or SIGTERM, ExitInterrupted after SIGINT, ExitUsage for bad arguments.
 func MainArgs(args []string) int {
 	fs := flag.NewFlagSet("subflow-agent", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	config := fs.String("config", "", "JSON presets file adding to the built-in presets")
 	sessionRoot := fs.String("session-root", "", "directory of the runtime's own sessions (default $XDG_STATE_HOME/subflow/sdk-sessions, else ~/.local/state/subflow/sdk-sessions)")
+	var maxDepth subagent.MaxDepthSetting
+	fs.Var(&maxDepth, "subagent-max-depth", "depth cap of the sessions' subagent tool: a number or provider-managed (default 3)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: subflow-agent [--config FILE] [--session-root DIR]\n\nServes the child runtime's JSON-RPC protocol on stdin/stdout.")
+		fmt.Fprintln(fs.Output(), "usage: subflow-agent [--config FILE] [--session-root DIR] [--subagent-max-depth N]\n\nServes the child runtime's JSON-RPC protocol on stdin/stdout.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -62,6 +66,8 @@ func MainArgs(args []string) int {
 		ConfigPath:  *config,
 		SessionRoot: *sessionRoot,
 		Version:     buildVersion(),
+
+		SubagentMaxDepth: maxDepth,
 	})
 	if code == 0 && interrupted.Load() {
 		return ExitInterrupted

@@ -10,8 +10,10 @@
 //
 // Stdout carries frames only; diagnostics go to Options.Err.
 //
-// Nested delegation (`subagent.started` / `subagent.finished`) is not done by this runtime yet,
-// so it never sends those notifications.
+// Every session has the `subagent` tool: a call is sent to the client as a `subagent/run`
+// request (a subflow extension), announced by `subagent.started` and closed by
+// `subagent.finished` with the run's stop reason. The client runs the delegation where it
+// keeps its delegation tree (a subflow worker: as a child workflow of the sdk run).
 package server
 
 import (
@@ -35,6 +37,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
+	"github.com/subflow-dev/subflow/subagent"
 )
 
 // Exit codes besides 0 (a graceful end: shutdown, stdin EOF, SIGTERM or ctx done).
@@ -89,6 +92,9 @@ type Options struct {
 	SessionRoot string
 	// Logger receives diagnostics; nil logs JSON lines to Err.
 	Logger *zap.Logger
+	// SubagentMaxDepth is the depth cap of the sessions' subagent tool; the zero value is
+	// subagent.DefaultMaxDepth.
+	SubagentMaxDepth subagent.MaxDepthSetting
 }
 
 // Run serves one client until `shutdown`, the end of In, or ctx being done, then disposes every
@@ -140,6 +146,11 @@ type server struct {
 	enc      *wire.Encoder
 	out      *outbox
 	handlers map[string]handler
+	// subagentCap is the depth cap of the sessions' subagent tool.
+	subagentCap subagent.MaxDepthSetting
+
+	callsMu sync.Mutex
+	calls   clientCalls
 
 	ctx    context.Context // handlers' context; cancelled by dispose
 	cancel context.CancelFunc
@@ -219,6 +230,8 @@ func newServer(opts Options, log *zap.Logger) (*server, error) {
 		sessions: make(map[string]*sessionState),
 
 		sessionRoot: root,
+		calls:       clientCalls{pending: make(map[string]chan *wire.Message)},
+		subagentCap: opts.SubagentMaxDepth,
 	}
 	s.handlers = map[string]handler{
 		wire.MethodInitialize:    s.initialize,
@@ -228,10 +241,11 @@ func newServer(opts Options, log *zap.Logger) (*server, error) {
 	return s, nil
 }
 
-// readLoop serves requests until the input ends. Responses and notifications from the client
-// are ignored: this side never calls the client.
+// readLoop serves requests and delivers the responses to the runtime's own calls until the
+// input ends. Notifications from the client are ignored.
 func (s *server) readLoop(dec *wire.Decoder, done chan<- struct{}) {
 	defer close(done)
+	defer s.clientGone()
 	for {
 		m, err := dec.Decode()
 		if err != nil {
@@ -240,8 +254,11 @@ func (s *server) readLoop(dec *wire.Decoder, done chan<- struct{}) {
 			}
 			return
 		}
-		if m.Kind() == wire.KindRequest {
+		switch m.Kind() {
+		case wire.KindRequest:
 			go s.serve(m)
+		case wire.KindResponse:
+			s.deliverResponse(m)
 		}
 	}
 }

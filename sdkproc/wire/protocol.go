@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
 )
 
 // Methods and notifications of the child-runtime protocol (SPEC R-61…R-64).
@@ -11,6 +12,10 @@ const (
 	MethodInitialize    = "initialize"
 	MethodSessionPrompt = "session/prompt"
 	MethodShutdown      = "shutdown"
+
+	// MethodSubagentRun is the one request the runtime sends the client (a subflow
+	// extension): run a delegation its subagent tool asked for and answer with its result.
+	MethodSubagentRun = "subagent/run"
 
 	NotifySessionEvent     = "session.event"
 	NotifySessionStatus    = "session.status"
@@ -89,4 +94,20 @@ type SubagentFinishedParams struct {
 	ParentSessionID string `json:"parentSessionId"`
 	ChildSessionID  string `json:"childSessionId"`
 	StopReason      string `json:"stopReason"`
+}
+
+// SubagentRunParams are the params of subagent/run: the delegation the runtime's subagent
+// tool built for call CallID of session ParentSessionID. Request.Parent names the runtime's
+// session, which the client does not know: the client places the run in its own tree.
+type SubagentRunParams struct {
+	ParentSessionID string           `json:"parentSessionId"`
+	CallID          string           `json:"callId"`
+	Provider        string           `json:"provider"`
+	Request         subagent.Request `json:"request"`
+}
+
+// SubagentRunResult is the result of subagent/run. A rejected delegation is an error
+// response whose message is the exact SPEC message.
+type SubagentRunResult struct {
+	Result subagent.Result `json:"result"`
 }

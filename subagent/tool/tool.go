@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
@@ -44,6 +46,22 @@ const toolParameters = `{
   "required": ["task"],
   "additionalProperties": false
 }`
+
+// ErrDeferred, returned by ToolOptions.Delegate (or wrapped), defers the call: the tool
+// answers with a deferred result (tools.Result.Deferred), so the agent leaves the call
+// unanswered and its turn pending, and whoever runs the delegation stores its result later
+// as ToolResult renders it.
+var ErrDeferred = errors.New("subagent: delegation deferred")
+
+// nestedNamespace seeds the child ids of nested runs (see NestedChildID).
+var nestedNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/subflow-dev/subflow/nested"))
+
+// NestedChildID returns the child id of the run that subagent tool call callID of session
+// sessionID delegates to. It is a UUID (version 5) that depends on nothing else, so the same
+// call, run again after a crash, names the same child.
+func NestedChildID(sessionID, callID string) string {
+	return uuid.NewSHA1(nestedNamespace, []byte(sessionID+"\x00"+callID)).String()
+}
 
 // DelegateCall is one delegation the subagent tool asks for.
 type DelegateCall struct {
@@ -155,8 +173,18 @@ func (h *toolHandler) handle(ctx context.Context, env tools.Env, call tools.Call
 		req.ToolFilter = &subagent.ToolFilter{Allow: in.Allow, Deny: in.Deny}
 	}
 	res, err := h.opts.Delegate(ctx, DelegateCall{CallID: call.ID, Provider: provider, Request: req})
+	if errors.Is(err, ErrDeferred) {
+		return tools.Result{Deferred: true}, nil
+	}
+	return ToolResult(res, err), nil
+}
+
+// ToolResult is the subagent tool's result for a delegation that ended with res, or failed
+// with err (a rejection, whose message is then the exact SPEC message): what the tool returns
+// itself, and what a caller that ran a deferred delegation stores as the call's result.
+func ToolResult(res subagent.Result, err error) tools.Result {
 	if err != nil {
-		return tools.Result{}, err
+		return tools.ErrorResult(err.Error())
 	}
 	return renderToolResult(res)
 }
@@ -186,9 +214,9 @@ func (h *toolHandler) maxDepth(provider string, asked *int64) (*int64, error) {
 
 // renderToolResult is the tool result of a finished run: completed runs give their output
 // (and structured value), others the R-8 rendering as an error result.
-func renderToolResult(res subagent.Result) (tools.Result, error) {
+func renderToolResult(res subagent.Result) tools.Result {
 	if res.StopReason != subagent.StopCompleted {
-		return tools.Result{Content: []session.Block{session.Text(subagent.RenderResult(res))}, IsError: true}, nil
+		return tools.Result{Content: []session.Block{session.Text(subagent.RenderResult(res))}, IsError: true}
 	}
 	text := subagent.RenderResult(res)
 	if s := bytes.TrimSpace(res.Structured); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
@@ -197,5 +225,5 @@ func renderToolResult(res subagent.Result) (tools.Result, error) {
 		}
 		text += "Structured result:\n" + string(s)
 	}
-	return tools.TextResult(text), nil
+	return tools.TextResult(text)
 }

@@ -4,7 +4,9 @@
 # loads the Temporal Web UI in headless Chromium and checks the rendered DOM:
 #   - the workflow list filtered by SubagentStopReason shows exactly the runs that ended so;
 #   - a run's page shows its summary, its search attributes and its activities;
-#   - a running delegation's pending activity shows its heartbeat line ("running: step …").
+#   - a running delegation's pending activity shows its heartbeat line ("running: step …");
+#   - a run that delegated through the subagent tool lists its nested runs (child workflows)
+#     on its Relationships page.
 # Screenshots of those pages are written to docs/img/ (the README shows them).
 #
 #   bash test/ui/run.sh           (installs Debian's chromium when it is missing)
@@ -64,7 +66,10 @@ run sdk --provider sdk --model "$here/sdk.json" --label "ui: sdk child" "Answer 
 "$starter" run --cwd "$tmp/work" --model-provider scripted --model "$here/cancel.json" --label "ui: cancelled" \
   --detach --json "Write a long essay." >"$tmp/cancelled.json"
 cat "$tmp/cancelled.json"
-for name in completed structured sdk; do
+# A parent that delegates twice in one response; its children answer with completed.json.
+sed "s|@CHILD@|$here/completed.json|g" "$here/nested.json" >"$tmp/nested-script.json"
+run nested --model "$tmp/nested-script.json" --label "ui: delegating parent" "Split the review in two."
+for name in completed structured sdk nested; do
   [ "$(field $name stopReason)" = completed ] || fail "$name run did not complete: $(cat "$tmp/$name.json")"
 done
 cancel_id=$(field cancelled workflowId)
@@ -113,4 +118,13 @@ page metadata "$ns/workflows/$wid/$rid/user-metadata" ui-summary \
 page attributes "$ns/workflows/$wid/$rid/search-attributes" ui-search-attributes \
   "SubagentStopReason" "completed" "SubagentProvider" "spawn" "SubagentChild" "$child" "SubagentLabel" "ui: completed"
 
-echo "ui: 4 runs, 6 pages checked; screenshots in docs/img/"
+# The delegating parent's Relationships page lists its two nested runs (child workflows),
+# whose ids `starter status --tree --json` reports.
+nid=$(field nested workflowId); nrid=$(field nested runId)
+"$starter" status --tree --json "$nid" >"$tmp/tree.json"
+kids=$(grep -o '"workflowId":"subagent-[^"]*"' "$tmp/tree.json" | sed 's/.*:"\(.*\)"/\1/' | grep -v "^$nid\$")
+[ "$(echo "$kids" | wc -l)" = 2 ] || fail "the tree of $nid does not list two children: $(cat "$tmp/tree.json")"
+# shellcheck disable=SC2086
+page relationships "$ns/workflows/$nid/$nrid/relationships" ui-relationships "Relationships" $kids
+
+echo "ui: 5 runs, 7 pages checked; screenshots in docs/img/"

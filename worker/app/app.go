@@ -25,6 +25,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/sdkproc/server"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -74,6 +75,16 @@ type Options struct {
 	StopTimeout time.Duration
 	// Logger receives the worker's logs; nil logs nothing.
 	Logger *zap.Logger
+	// MaxConcurrentActivities caps the activities the worker runs at once (its activity
+	// slots); 0 means the Temporal SDK default. Nested runs hold no slot while they wait for
+	// their children, so a small cap slows a deep fan-out but does not starve it.
+	MaxConcurrentActivities int
+	// SubagentProvider is the provider of subagent tool calls that name none; "" means
+	// spawn (activities.Config.SubagentProvider).
+	SubagentProvider string
+	// SubagentMaxDepth is the subagent tool's depth cap; the zero value is
+	// subagent.DefaultMaxDepth.
+	SubagentMaxDepth subagent.MaxDepthSetting
 }
 
 // New builds the worker for c with every workflow and activity registered, not yet started.
@@ -110,14 +121,18 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		Presets: presets,
 		SDK:     sdkConfig(opts),
 		Logger:  opts.Logger,
+
+		SubagentProvider: opts.SubagentProvider,
+		SubagentMaxDepth: opts.SubagentMaxDepth,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
 	}
 	w = worker.New(c, opts.TaskQueue, worker.Options{
-		WorkerStopTimeout:                opts.StopTimeout,
-		MaxHeartbeatThrottleInterval:     heartbeatThrottle,
-		DefaultHeartbeatThrottleInterval: heartbeatThrottle,
+		WorkerStopTimeout:                  opts.StopTimeout,
+		MaxHeartbeatThrottleInterval:       heartbeatThrottle,
+		DefaultHeartbeatThrottleInterval:   heartbeatThrottle,
+		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 	})
 	workflows.Register(w)
 	activities.Register(w, acts)

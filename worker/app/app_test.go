@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -137,4 +138,23 @@ func TestSDKConfigHandsOverModelVariablesAndChildEnv(t *testing.T) {
 	assert.Equal(t, "k", cfg.Env["DEEPSEEK_API_KEY"])
 	assert.Equal(t, "http://127.0.0.1:1/v1", cfg.Env["DEEPSEEK_BASE_URL"])
 	assert.Equal(t, []string{"MY_VAR"}, cfg.ChildEnv)
+}
+
+func TestNewRejectsBadSlotsAndSubagentSettings(t *testing.T) {
+	c, err := client.NewLazyClient(client.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	root := filepath.Join(t.TempDir(), "sessions")
+	_, _, err = New(c, Options{SessionRoot: root, MaxConcurrentActivities: -1})
+	assert.ErrorContains(t, err, "max concurrent activities -1 must not be negative")
+	_, _, err = New(c, Options{SessionRoot: root, SubagentProvider: "nope"})
+	assert.ErrorContains(t, err, `no subagent provider registered for "nope"`)
+	two, err := subagent.MaxDepthLimit(2)
+	require.NoError(t, err)
+	_, _, err = New(c, Options{SessionRoot: root, SubagentProvider: "sdk", SubagentMaxDepth: two})
+	assert.Error(t, err, "a numeric cap needs a provider with depthLimit (SPEC R-9)")
+	w, cleanup, err := New(c, Options{SessionRoot: root, MaxConcurrentActivities: 2, SubagentMaxDepth: two})
+	require.NoError(t, err)
+	require.NotNil(t, w)
+	require.NoError(t, cleanup())
 }

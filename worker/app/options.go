@@ -59,6 +59,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TaskQueue == "" {
 		o.TaskQueue = workflows.TaskQueue
 	}
+	if o.MaxConcurrentActivities < 0 {
+		return o, fmt.Errorf("app: max concurrent activities %d must not be negative", o.MaxConcurrentActivities)
+	}
 	if o.SessionStore == "" {
 		// Explicit options first, then the environment, then the per-user directory.
 		switch {

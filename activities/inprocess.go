@@ -30,6 +30,9 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 			return workflows.Published{}, ctx.Err()
 		}
 		log.Info("child rejected", zap.Error(err))
+		if rej := parentRejection(in.Request.Parent.SessionID, err); rej != nil {
+			return workflows.Published{}, rej
+		}
 		return workflows.Published{}, rejection(err)
 	}
 	log.Info("child published", zap.Int64("depth", created.Depth), zap.String("model", created.Model))

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/subagent/workdir"
 	"github.com/subflow-dev/subflow/workflows"
@@ -29,6 +30,19 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 	if !in.Root.Route.IsZero() {
 		route := in.Root.Route
 		h.Route = &route
+	}
+	if in.Request != nil {
+		// Check the delegation before the root exists: a rejected request leaves no orphan
+		// root session behind.
+		req := *in.Request
+		req.Parent = subagent.ParentRef{SessionID: in.SessionID, Cwd: cwd}
+		err := a.host.CheckNew(inprocess.CreateRequest{
+			Provider: in.Provider, Request: req, RunTools: []string{subagent.ToolName},
+		}, h)
+		if err != nil {
+			log.Info("request rejected before its root session was created", zap.Error(err))
+			return subagent.ParentRef{}, rejection(err)
+		}
 	}
 	if err := a.store.Create(ctx, h); err != nil {
 		return subagent.ParentRef{}, rejection(fmt.Errorf("activities: create root session %s: %w", in.SessionID, err))

@@ -112,6 +112,11 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	if f.maxTokens < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
 	}
+	if f.parent != "" {
+		if err := session.ValidateID(f.parent); err != nil {
+			return workflows.StartOptions{}, usagef("starter run: --parent: %v", err)
+		}
+	}
 	req := subagent.Request{
 		Label:        f.label,
 		Prompt:       []session.Block{session.Text(task)},

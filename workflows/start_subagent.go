@@ -221,7 +221,7 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	}
 	var parent subagent.ParentRef
 	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
-		CreateRootSessionInput{SessionID: id, Root: *r.in.Root}, &parent)
+		CreateRootSessionInput{SessionID: id, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request}, &parent)
 	if err != nil {
 		return subagent.ParentRef{}, err
 	}

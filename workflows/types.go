@@ -63,6 +63,11 @@ type RootSession struct {
 type CreateRootSessionInput struct {
 	SessionID string      `json:"sessionId"`
 	Root      RootSession `json:"root"`
+	// Provider and Request, when Request is set, are the delegation the root is created
+	// for: the activity makes the checks Publish would make against the new root before it
+	// creates it, so a request Publish would reject leaves no root session behind.
+	Provider string            `json:"provider,omitempty"`
+	Request  *subagent.Request `json:"request,omitempty"`
 }
 
 // PublishInput is the input of Publish: create (if absent) and publish the child session

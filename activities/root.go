@@ -9,6 +9,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/subagent/workdir"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -37,7 +38,7 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 		req := *in.Request
 		req.Parent = subagent.ParentRef{SessionID: in.SessionID, Cwd: cwd}
 		err := a.host.CheckNew(inprocess.CreateRequest{
-			Provider: in.Provider, Request: req, RunTools: []string{subagent.ToolName},
+			Provider: in.Provider, Request: req, RunTools: []string{subagenttool.Name},
 		}, h)
 		if err != nil {
 			log.Info("request rejected before its root session was created", zap.Error(err))

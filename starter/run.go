@@ -114,7 +114,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	}
 	if f.parent != "" {
 		if err := session.ValidateID(f.parent); err != nil {
-			return workflows.StartOptions{}, usagef("starter run: --parent: %v", err)
+			return subflow.StartOptions{}, usagef("starter run: --parent: %v", err)
 		}
 	}
 	req := subagent.Request{

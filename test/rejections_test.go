@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -91,12 +92,12 @@ func TestStarterRejections(t *testing.T) {
 // client: the workflow rejects it at once, with its rule, instead of retrying Publish.
 func TestRejectedParentIdIsNotRetried(t *testing.T) {
 	t.Parallel()
-	in := rootInput(workflows.ProviderSpawn, t.TempDir(), script(t, t.TempDir(), `{"text": "never"}`), "x")
+	in := rootInput(subagent.ProviderSpawn, t.TempDir(), script(t, t.TempDir(), `{"text": "never"}`), "x")
 	in.Root = nil
 	in.Request.Parent = subagent.ParentRef{SessionID: "a/b"}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	_, _, err := workflows.Start(ctx, env.c, workflows.StartOptions{TaskQueue: env.taskQueue, Input: in})
+	_, _, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: env.taskQueue, Input: in})
 	var ve *subagent.ValidationError
 	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, workflows.RuleInvalidSessionID, ve.Rule)

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// TestStarterCancelOfAClosedRun cancels a run that already completed: cancel exits 1 and
+// says the run is closed and how it ended, and the run's outcome stays completed.
+func TestStarterCancelOfAClosedRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	id := "e2e-cancel-closed-" + uuid.NewString()
+	code, _, stderr := runStarter(t, dir, "run", "--id", id, "--model-provider", "scripted",
+		"--model", script(t, dir, `{"text": "done"}`), "quick")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+
+	code, stdout, stderr := runStarter(t, dir, "cancel", id)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "starter cancel: workflow "+id+" is closed (completed); nothing to cancel\n", stderr)
+
+	code, _, stderr = runStarter(t, dir, "result", id)
+	assert.Equal(t, 0, code, "still completed: %s", stderr)
+}
+
+// TestStarterStatusOfABatch asks `starter status` about a batch id: it shows the batch and
+// its progress, as text and as JSON.
+func TestStarterStatusOfABatch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	batchID := "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, OutFile: dir + "/results.jsonl", Concurrency: 2,
+		Tasks: []workflows.Task{
+			scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "one"}`), "one"),
+			scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "two"}`), "two"),
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, nil))
+
+	code, stdout, stderr := runStarter(t, dir, "status", batchID)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assert.True(t, strings.HasPrefix(stdout, "batch     "+batchID+"\nstatus    completed\n"), "stdout: %s", stdout)
+	assert.Contains(t, stdout, "2/2 done (0 running, 0 queued, 2 completed, 0 failed)")
+
+	code, stdout, stderr = runStarter(t, dir, "status", "--json", batchID)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assert.Contains(t, stdout, `"kind":"batch","status":"completed","batchId":"`+batchID+`","total":2`)
+}

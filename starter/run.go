@@ -139,6 +139,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		if err != nil {
 			return subflow.StartOptions{}, usagef("starter run: --schema: %v", err)
 		}
+		raw = trimBOM(raw)
 		if !json.Valid(raw) {
 			return subflow.StartOptions{}, usagef("starter run: --schema %s: not valid JSON", f.schema)
 		}

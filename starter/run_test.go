@@ -170,3 +170,13 @@ func TestTailFollowerPrintsOnlyWhatIsNew(t *testing.T) {
 	f.update("ld!")      // no overlap: more than a window streamed
 	assert.Equal(t, "Hello, world!", out.String())
 }
+
+// TestRunSchemaWithABOM: a schema file saved with a UTF-8 byte order mark is accepted, and
+// the request carries the schema without it.
+func TestRunSchemaWithABOM(t *testing.T) {
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	require.NoError(t, os.WriteFile(schema, []byte("\ufeff"+`{"type":"object"}`), 0o644))
+	opts, err := parseRun(t, "--schema", schema, "x")
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"object"}`, string(opts.Input.Request.OutputSchema))
+}

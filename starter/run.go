@@ -50,6 +50,7 @@ type runFlags struct {
 	label         string
 	id            string
 	taskQueue     string
+	timeout       time.Duration
 	detach        bool
 	follow        bool
 	json          bool
@@ -70,6 +71,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.label, "label", "", "short display label `TEXT`")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` (default subagent-<childId>)")
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
+	fs.DurationVar(&f.timeout, "timeout", 0, "deadline `DURATION` of the run (e.g. 10m): when it passes the child ends aborted with its partial answer")
 	fs.BoolVar(&f.detach, "detach", false, "print the ids once the child is published and exit")
 	fs.BoolVar(&f.follow, "follow", false, "stream the partial answer (to stderr) while the run goes on")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object: workflowId, runId, childId, depth, stopReason, output, structured")
@@ -108,6 +110,9 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	}
 	if f.detach && f.follow {
 		return subflow.StartOptions{}, usagef("starter run: --detach and --follow exclude each other")
+	}
+	if f.timeout < 0 {
+		return workflows.StartOptions{}, usagef("starter run: --timeout must be positive: %v", f.timeout)
 	}
 	if f.maxTokens < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
@@ -157,7 +162,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		}
 		cwd = abs
 	}
-	in := workflows.StartInput{Provider: f.provider, Request: req}
+	in := workflows.StartInput{Provider: f.provider, Request: req, Timeout: f.timeout}
 	in.Request.Parent = subagent.ParentRef{SessionID: f.parent, Cwd: cwd}
 	if f.parent == "" {
 		route, err := f.rootRoute()

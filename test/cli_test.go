@@ -56,3 +56,28 @@ func TestStarterStatusOfABatch(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	assert.Contains(t, stdout, `"kind":"batch","status":"completed","batchId":"`+batchID+`","total":2`)
 }
+
+// TestStarterRunTimeout runs a child whose model is slower than the run's --timeout: the
+// deadline aborts the drive as a cancel would, and the run ends aborted with the partial
+// answer (exit 3), completed rather than Canceled.
+func TestStarterRunTimeout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	id := "e2e-timeout-" + uuid.NewString()
+	slow := script(t, dir, `{"text": "`+slowText+`", "chunks": 20, "delayMs": 20000}`)
+	code, stdout, stderr := runStarter(t, dir, "run", "--json", "--id", id, "--timeout", "3s",
+		"--model-provider", "scripted", "--model", slow, "slow")
+	require.Equal(t, 3, code, "stderr: %s", stderr)
+	res := decodeStarterJSON(t, stdout)
+	assert.Equal(t, "aborted", res.StopReason)
+	assert.True(t, strings.HasPrefix(slowText, res.Output), "the partial answer: %q", res.Output)
+	assert.NotEqual(t, slowText, res.Output, "the deadline ended it mid-stream")
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	run := env.c.GetWorkflow(ctx, id, res.RunID)
+	var out workflows.Outcome
+	require.NoError(t, run.Get(ctx, &out), "a run past its deadline completes, with the aborted outcome")
+	assert.Equal(t, "aborted", string(out.Result.StopReason))
+	record(t, run, "spawn-timeout")
+}

@@ -188,10 +188,12 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 
 	r.status.Phase = PhaseDriving
 	var sum DriveSummary
-	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10))
+	driveCtx, deadline := r.startDeadline(ctx)
+	driveCtx = workflow.WithActivityOptions(driveCtx, driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose()))
 	err = workflow.ExecuteActivity(driveCtx, ActivityDrive,
 		DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req}).Get(ctx, &sum)
-	cancelled := ctx.Err() != nil
+	deadline.stop()
+	cancelled := ctx.Err() != nil || deadline.passed
 	if err != nil && !cancelled {
 		return r.fail(err)
 	}
@@ -246,7 +248,8 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 		// ours, only its working directory for the child.
 		req.Parent.Cwd = r.in.Root.Cwd
 	}
-	actx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("run"), 3))
+	actx, deadline := r.startDeadline(ctx)
+	actx = workflow.WithActivityOptions(actx, driveOptions(r.activitySummary("run"), 3, r.scheduleToClose()))
 	fut := workflow.ExecuteActivity(actx, ActivityRunSDKChild, SDKInput{
 		Provider:   r.in.Provider,
 		RunID:      childID,
@@ -278,7 +281,8 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 
 	var out Outcome
 	err := fut.Get(ctx, &out)
-	cancelled := ctx.Err() != nil
+	deadline.stop()
+	cancelled := ctx.Err() != nil || deadline.passed
 	switch {
 	case err != nil && !r.settled:
 		return r.reject(ctx, err)

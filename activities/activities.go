@@ -122,6 +122,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityDrive:             a.Drive,
 		workflows.ActivityReadResult:        a.ReadResult,
 		workflows.ActivityRunSDKChild:       a.RunSDKChild,
+		workflows.ActivityReadPayload:       a.ReadPayload,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -197,5 +197,9 @@ func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInpu
 		return workflows.Outcome{}, fmt.Errorf("activities: read result of %s: %w", in.ChildID, err)
 	}
 	log.Info("result read", zap.String("stopReason", string(res.StopReason)))
-	return workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res}, nil
+	out := workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res}
+	if err := a.byReference(ctx, &out); err != nil {
+		return workflows.Outcome{}, err
+	}
+	return out, nil
 }

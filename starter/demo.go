@@ -269,6 +269,10 @@ func runOne(ctx context.Context, c client.Client, s showcase, f runFlags) demoRe
 			return res
 		}
 	}
+	if err := workflows.ResolveOutcome(ctx, c, f.taskQueue, &out); err != nil {
+		res.err = err
+		return res
+	}
 	res.took = time.Since(begin)
 	res.stop = out.Result.StopReason
 	text := newResultJSON(res.workflowID, "", out)

@@ -37,5 +37,10 @@ func runResult(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return reportFailure(stderr, id, err)
 		}
 	}
+	// A big result travels by reference; the workers of the run's task queue read it.
+	taskQueue := desc.GetExecutionConfig().GetTaskQueue().GetName()
+	if err := workflows.ResolveOutcome(ctx, c, taskQueue, &out); err != nil {
+		return reportFailure(stderr, id, err)
+	}
 	return report(stdout, stderr, newResultJSON(id, wr.GetRunID(), out), *asJSON)
 }

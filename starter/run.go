@@ -246,6 +246,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "started %s (child %s, depth %d)\n", wfID, pub.ChildID, pub.Depth)
 	}
 	out, err := wait(ctx, c, wr, stderr, f.follow)
+	if err == nil {
+		err = workflows.ResolveOutcome(context.WithoutCancel(ctx), c, f.taskQueue, &out)
+	}
 	if err != nil {
 		return reportFailure(stderr, wfID, err)
 	}

@@ -136,6 +136,9 @@ type Outcome struct {
 	ChildID string          `json:"childId"`
 	Depth   int64           `json:"depth"`
 	Result  subagent.Result `json:"result"`
+	// ResultRef, when set, says the result was too big to travel inline (PayloadThreshold):
+	// Result holds only the stop reason, and ResolveOutcome fetches the rest.
+	ResultRef *PayloadRef `json:"resultRef,omitempty"`
 }
 
 // Progress is the heartbeat detail of Drive and RunSDKChild: subagent.Progress, the one

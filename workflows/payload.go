@@ -1,0 +1,111 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Payloads of any size. Temporal refuses a payload over 2 MiB, and every payload is kept in
+// history. A result whose encoding exceeds PayloadThreshold therefore travels by reference:
+// the activity that produced it (ReadResult, RunSDKChild) writes it into the session store,
+// which every worker can read, as a payload session of PayloadChunk-sized chunks, and the
+// Outcome carries a PayloadRef instead of the output and the structured value.
+//
+// A caller resolves the reference through Temporal, never through the store, since a
+// starter may run on a host without store access: ResolveOutcome runs FetchPayload
+// workflows, each of which reads at most FetchChunks chunks through the ReadPayload activity
+// on a worker and returns them. A closed run cannot take updates and a query cannot run an
+// activity, hence a short workflow per fetch; each keeps its bytes in its own history, under
+// the payload limit, never in the run's.
+const (
+	// PayloadThreshold is the largest encoded result an Outcome carries inline.
+	PayloadThreshold = 256 << 10
+	// PayloadChunk is the size of one stored chunk of a payload.
+	PayloadChunk = 256 << 10
+	// FetchChunks is the number of chunks one FetchPayload returns (1 MiB).
+	FetchChunks = 4
+)
+
+// Names of the payload workflow and activity.
+const (
+	FetchPayloadWorkflowName = "FetchPayload"
+	ActivityReadPayload      = "ReadPayload"
+)
+
+// PayloadRef names a payload stored in the session store: the payload session ID, its size
+// in bytes and its number of chunks.
+type PayloadRef struct {
+	ID     string `json:"id"`
+	Size   int64  `json:"size"`
+	Chunks int    `json:"chunks"`
+}
+
+// ReadPayloadInput is the input of ReadPayload and of FetchPayload: chunks [From,
+// From+Count) of Ref. ReadPayload returns their bytes, concatenated.
+type ReadPayloadInput struct {
+	Ref   PayloadRef `json:"ref"`
+	From  int        `json:"from"`
+	Count int        `json:"count"`
+}
+
+// FetchPayload returns chunks of a stored payload, read by the ReadPayload activity.
+func FetchPayload(ctx workflow.Context, in ReadPayloadInput) ([]byte, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: ShortTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 5,
+		},
+		Summary: fmt.Sprintf("read chunks %d-%d of %s", in.From, in.From+in.Count-1, in.Ref.ID),
+	})
+	var data []byte
+	err := workflow.ExecuteActivity(ctx, ActivityReadPayload, in).Get(ctx, &data)
+	return data, err
+}
+
+// ResolveOutcome replaces the result reference of out, if any, by the result it names,
+// fetched through FetchPayload workflows on taskQueue (TaskQueue when empty). The stop
+// reason stays the one out carries.
+func ResolveOutcome(ctx context.Context, c client.Client, taskQueue string, out *Outcome) error {
+	ref := out.ResultRef
+	if ref == nil {
+		return nil
+	}
+	if taskQueue == "" {
+		taskQueue = TaskQueue
+	}
+	data := make([]byte, 0, ref.Size)
+	for from := 0; from < ref.Chunks; from += FetchChunks {
+		in := ReadPayloadInput{Ref: *ref, From: from, Count: min(FetchChunks, ref.Chunks-from)}
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                       "fetch-" + ref.ID + "-" + uuid.NewString(),
+			TaskQueue:                taskQueue,
+			WorkflowExecutionTimeout: time.Minute,
+			StaticSummary:            fmt.Sprintf("fetch part of result %s", ref.ID),
+		}, FetchPayloadWorkflowName, in)
+		if err != nil {
+			return fmt.Errorf("workflows: fetch result %s: %w", ref.ID, err)
+		}
+		var part []byte
+		if err := run.Get(ctx, &part); err != nil {
+			return fmt.Errorf("workflows: fetch result %s: %w", ref.ID, err)
+		}
+		data = append(data, part...)
+	}
+	if int64(len(data)) != ref.Size {
+		return fmt.Errorf("workflows: fetch result %s: got %d bytes, want %d", ref.ID, len(data), ref.Size)
+	}
+	stop := out.Result.StopReason
+	if err := json.Unmarshal(data, &out.Result); err != nil {
+		return fmt.Errorf("workflows: decode result %s: %w", ref.ID, err)
+	}
+	out.Result.StopReason = stop
+	out.ResultRef = nil
+	return nil
+}

@@ -21,6 +21,9 @@ import (
 // ApplicationErrors whose Type is the rule and whose message is the exact SPEC message.
 func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (workflows.Published, error) {
 	log := a.logger(ctx, in.ChildID)
+	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
+		return workflows.Published{}, err
+	}
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
 		RunTools: []string{subagenttool.Name},
@@ -52,6 +55,9 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 // way and returns a retryable error.
 func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workflows.DriveSummary, error) {
 	log := a.logger(ctx, in.ChildID)
+	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
+		return workflows.DriveSummary{}, err
+	}
 	if activity.HasHeartbeatDetails(ctx) {
 		// The store is the truth; the previous attempt's progress only says how far it got.
 		var prev workflows.Progress
@@ -186,6 +192,9 @@ func (a *Activities) suspend(ctx context.Context, log *zap.Logger, childID strin
 // set, a turn the log leaves unended is recorded as ended aborted, cause parent, first.
 func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInput) (workflows.Outcome, error) {
 	log := a.logger(ctx, in.ChildID)
+	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
+		return workflows.Outcome{}, err
+	}
 	res, err := a.host.ReadResult(ctx, inprocess.ReadRequest{
 		ChildID: in.ChildID, Request: in.Request, Cancelled: in.Cancelled,
 	})

@@ -100,3 +100,27 @@ func (a *Activities) ReadPayload(ctx context.Context, in workflows.ReadPayloadIn
 	}
 	return data, nil
 }
+
+// StorePayload stores in.Data as the payload session in.ID (see workflows.StorePayloadInput).
+func (a *Activities) StorePayload(ctx context.Context, in workflows.StorePayloadInput) (workflows.PayloadRef, error) {
+	return a.storePayload(ctx, in.ID, in.Data)
+}
+
+// resolveRequest replaces *req, when ref names the stored whole request, by that request,
+// keeping the parent *req carries: the workflow fills it in after storing the request.
+func (a *Activities) resolveRequest(ctx context.Context, req *subagent.Request, ref *workflows.PayloadRef) error {
+	if ref == nil {
+		return nil
+	}
+	raw, err := a.ReadPayload(ctx, workflows.ReadPayloadInput{Ref: *ref, Count: ref.Chunks})
+	if err != nil {
+		return err
+	}
+	var full subagent.Request
+	if err := json.Unmarshal(raw, &full); err != nil {
+		return fmt.Errorf("activities: decode request %s: %w", ref.ID, err)
+	}
+	full.Parent = req.Parent
+	*req = full
+	return nil
+}

@@ -36,6 +36,9 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 		// Check the delegation before the root exists: a rejected request leaves no orphan
 		// root session behind.
 		req := *in.Request
+		if err := a.resolveRequest(ctx, &req, in.RequestRef); err != nil {
+			return subagent.ParentRef{}, err
+		}
 		req.Parent = subagent.ParentRef{SessionID: in.SessionID, Cwd: cwd}
 		err := a.host.CheckNew(inprocess.CreateRequest{
 			Provider: in.Provider, Request: req, RunTools: []string{subagenttool.Name},

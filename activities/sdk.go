@@ -43,6 +43,9 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 			"activities: this worker has no sdk child command configured", RuleNoSDKProvider, nil)
 	}
 	req := in.Request
+	if err := a.resolveRequest(ctx, &req, in.RequestRef); err != nil {
+		return workflows.Outcome{}, err
+	}
 	depth, policy, err := a.sdkParent(ctx, &req)
 	if err != nil {
 		return workflows.Outcome{}, err

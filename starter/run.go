@@ -112,7 +112,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		return subflow.StartOptions{}, usagef("starter run: --detach and --follow exclude each other")
 	}
 	if f.timeout < 0 {
-		return workflows.StartOptions{}, usagef("starter run: --timeout must be positive: %v", f.timeout)
+		return subflow.StartOptions{}, usagef("starter run: --timeout must be positive: %v", f.timeout)
 	}
 	if f.maxTokens < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)

@@ -42,3 +42,29 @@ func TestStarterBigResult(t *testing.T) {
 	assert.Less(t, desc.GetWorkflowExecutionInfo().GetHistorySizeBytes(), int64(256<<10),
 		"the answer is not in the run's history")
 }
+
+// TestStarterBigSchema runs a structured child with a 1.5 MB --schema: the run completes,
+// and the schema is in its history twice (the start and the one activity that stores it),
+// not once per activity.
+func TestStarterBigSchema(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const schemaSize = 1500 << 10
+	desc, err := json.Marshal(strings.Repeat("d", schemaSize))
+	require.NoError(t, err)
+	schema := filepath.Join(dir, "schema.json")
+	require.NoError(t, os.WriteFile(schema, []byte(`{"type": "object", "description": `+string(desc)+
+		`, "properties": {"n": {"type": "integer"}}, "required": ["n"]}`), 0o644))
+	model := script(t, dir, `{"toolCalls": [{"name": "structured_output", "input": {"n": 7}}]}`)
+
+	code, stdout, stderr := runStarter(t, dir, "run", "--json", "--model-provider", "scripted", "--model", model, "--schema", schema, "count")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	res := decodeStarterJSON(t, stdout)
+	assert.JSONEq(t, `{"n": 7}`, string(res.Structured))
+
+	info, err := env.c.DescribeWorkflowExecution(context.Background(), res.WorkflowID, res.RunID)
+	require.NoError(t, err)
+	size := info.GetWorkflowExecutionInfo().GetHistorySizeBytes()
+	t.Logf("history of a run with a %d-byte schema: %d bytes", schemaSize, size)
+	assert.Less(t, size, int64(2*schemaSize+256<<10), "the schema is copied into history at most twice")
+}

@@ -33,11 +33,52 @@ const (
 	FetchChunks = 4
 )
 
-// Names of the payload workflow and activity.
+// Names of the payload workflow and activities.
 const (
 	FetchPayloadWorkflowName = "FetchPayload"
 	ActivityReadPayload      = "ReadPayload"
+	ActivityStorePayload     = "StorePayload"
 )
+
+// StorePayloadInput is the input of StorePayload: store the JSON value Data as the payload
+// session ID, replacing what an earlier attempt left. The activity returns its PayloadRef.
+// Data is raw JSON rather than bytes so that history holds it as is, not base64-encoded.
+type StorePayloadInput struct {
+	ID   string          `json:"id"`
+	Data json.RawMessage `json:"data"`
+}
+
+// versionRequestByReference marks the runs that store a big request once (storeRequest)
+// instead of copying it into every activity input.
+const versionRequestByReference = "request-by-reference"
+
+// storeRequest stores a request whose encoding exceeds PayloadThreshold through
+// StorePayload, once, and strips its big fields (prompt, schema, persona) from r.in.Request:
+// the activities read the whole request back by r.requestRef. StorePayload is a step like
+// Publish (a local activity on runs of versionLocalSteps, whose input history does not
+// keep), so a 1.5 MB schema is in history once, the workflow input, rather than once per
+// activity. Smaller requests are left as they are and add no command.
+func (r *run) storeRequest(ctx workflow.Context, childID string) error {
+	raw, err := json.Marshal(r.in.Request)
+	if err != nil {
+		return fmt.Errorf("encode the request: %w", err)
+	}
+	if len(raw) <= PayloadThreshold {
+		return nil
+	}
+	if workflow.GetVersion(ctx, versionRequestByReference, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	var ref PayloadRef
+	err = r.step(ctx, ActivityStorePayload, r.activitySummary("store request of"),
+		StorePayloadInput{ID: "request-" + childID, Data: raw}, &ref)
+	if err != nil {
+		return err
+	}
+	r.requestRef = &ref
+	r.in.Request.Prompt, r.in.Request.OutputSchema, r.in.Request.Persona = nil, nil, ""
+	return nil
+}
 
 // PayloadRef names a payload stored in the session store: the payload session ID, its size
 // in bytes and its number of chunks.

@@ -96,6 +96,9 @@ type run struct {
 	local bool
 	// attrs are search attribute updates held back to be upserted with the publication's.
 	attrs []temporal.SearchAttributeUpdate
+	// requestRef names the stored request when it is too big to copy into every activity's
+	// input; r.in.Request then lacks its big fields.
+	requestRef *PayloadRef
 }
 
 // localStepsChange is the change id of the run's shape. Its version versionLocalSteps runs the
@@ -147,6 +150,9 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 		return r.fail(err)
 	}
 	r.status.ChildID = childID
+	if err := r.storeRequest(ctx, childID); err != nil {
+		return r.fail(err)
+	}
 	if subagent.IsRemote(in.Provider) {
 		return r.remote(ctx, childID)
 	}
@@ -178,7 +184,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 	var pub Published
 	err := r.step(pubCtx, ActivityPublish, r.activitySummary("publish"),
-		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req}, &pub)
+		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}, &pub)
 	if err != nil {
 		return r.reject(ctx, err)
 	}
@@ -191,7 +197,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	driveCtx, deadline := r.startDeadline(ctx)
 	driveCtx = workflow.WithActivityOptions(driveCtx, driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose()))
 	err = workflow.ExecuteActivity(driveCtx, ActivityDrive,
-		DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req}).Get(ctx, &sum)
+		DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}).Get(ctx, &sum)
 	deadline.stop()
 	cancelled := ctx.Err() != nil || deadline.passed
 	if err != nil && !cancelled {
@@ -207,7 +213,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	readCtx, _ := workflow.NewDisconnectedContext(ctx)
 	var out Outcome
 	err = r.step(readCtx, ActivityReadResult, r.activitySummary("read result of"),
-		ReadResultInput{ChildID: childID, Request: req, Cancelled: cancelled}, &out)
+		ReadResultInput{ChildID: childID, Request: req, Cancelled: cancelled, RequestRef: r.requestRef}, &out)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -223,7 +229,7 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	}
 	var parent subagent.ParentRef
 	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
-		CreateRootSessionInput{SessionID: id, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request}, &parent)
+		CreateRootSessionInput{SessionID: id, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request, RequestRef: r.requestRef}, &parent)
 	if err != nil {
 		return subagent.ParentRef{}, err
 	}
@@ -255,6 +261,7 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 		RunID:      childID,
 		Request:    req,
 		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
+		RequestRef: r.requestRef,
 	})
 	var failed error
 	done := false

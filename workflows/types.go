@@ -74,6 +74,10 @@ type CreateRootSessionInput struct {
 	// creates it, so a request Publish would reject leaves no root session behind.
 	Provider string            `json:"provider,omitempty"`
 	Request  *subagent.Request `json:"request,omitempty"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // PublishInput is the input of Publish: create (if absent) and publish the child session
@@ -82,6 +86,10 @@ type PublishInput struct {
 	Provider string           `json:"provider"`
 	ChildID  string           `json:"childId"`
 	Request  subagent.Request `json:"request"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // Published is what the caller learns at publication (SPEC R-71): the result of Publish,
@@ -103,6 +111,10 @@ type DriveInput struct {
 	Provider string           `json:"provider"`
 	ChildID  string           `json:"childId"`
 	Request  subagent.Request `json:"request"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // DriveSummary is the small result of Drive.
@@ -119,6 +131,10 @@ type ReadResultInput struct {
 	ChildID   string           `json:"childId"`
 	Request   subagent.Request `json:"request"`
 	Cancelled bool             `json:"cancelled,omitempty"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // SDKInput is the input of RunSDKChild. RunID is the child id chosen by the workflow;
@@ -128,6 +144,10 @@ type SDKInput struct {
 	RunID      string           `json:"runId"`
 	Request    subagent.Request `json:"request"`
 	WorkflowID string           `json:"workflowId"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // Outcome is the result of ReadResult, of RunSDKChild and of StartSubagent, and the details

@@ -42,7 +42,6 @@ func (a *Activities) byReference(ctx context.Context, out *workflows.Outcome) er
 	}
 	out.Result = subagent.Result{StopReason: out.Result.StopReason}
 	out.ResultRef = &ref
-	a.logger(ctx, out.ChildID).Info("result stored by reference")
 	return nil
 }
 
@@ -122,5 +121,24 @@ func (a *Activities) resolveRequest(ctx context.Context, req *subagent.Request, 
 	}
 	full.Parent = req.Parent
 	*req = full
+	return nil
+}
+
+// resolveBatchResult fills the output and the structured value of a batch result stored by
+// reference from the session store.
+func (a *Activities) resolveBatchResult(ctx context.Context, res *workflows.BatchResult) error {
+	if res.ResultRef == nil {
+		return nil
+	}
+	ref := *res.ResultRef
+	raw, err := a.ReadPayload(ctx, workflows.ReadPayloadInput{Ref: ref, Count: ref.Chunks})
+	if err != nil {
+		return err
+	}
+	var r subagent.Result
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("activities: decode result %s: %w", ref.ID, err)
+	}
+	res.Output, res.Structured, res.ResultRef = session.JoinText(r.Output), r.Structured, nil
 	return nil
 }

@@ -102,7 +102,7 @@ func (a *Activities) delegate(actx, ctx context.Context, call subagenttool.Deleg
 		log.Info("caller aborted: cancelling the nested run")
 		return a.cancelNested(c, run)
 	}
-	return nestedResult(id, out, err)
+	return a.nestedResult(ctx, id, out, err)
 }
 
 // cancelNested cancels a nested run and returns its aborted outcome's result.
@@ -115,7 +115,7 @@ func (a *Activities) cancelNested(c client.Client, run client.WorkflowRun) (suba
 		return aborted, nil
 	}
 	var out workflows.Outcome
-	res, err := nestedResult(run.GetID(), out, run.Get(ctx, &out))
+	res, err := a.nestedResult(ctx, run.GetID(), out, run.Get(ctx, &out))
 	if err != nil {
 		a.log.Warn("wait for cancelled nested run", zap.String("nestedWorkflowId", run.GetID()), zap.Error(err))
 		return aborted, nil
@@ -124,10 +124,11 @@ func (a *Activities) cancelNested(c client.Client, run client.WorkflowRun) (suba
 }
 
 // nestedResult maps how a nested run ended to the subagent tool's result: its outcome, the
-// outcome of a Canceled run (its details), or the rejection with its exact message.
-func nestedResult(workflowID string, out workflows.Outcome, err error) (subagent.Result, error) {
+// outcome of a Canceled run (its details), or the rejection with its exact message. A result
+// stored by reference is read from the session store.
+func (a *Activities) nestedResult(ctx context.Context, workflowID string, out workflows.Outcome, err error) (subagent.Result, error) {
 	if err == nil {
-		return out.Result, nil
+		return a.inlineResult(ctx, out)
 	}
 	if ve := workflows.Rejection(err); ve != nil {
 		return subagent.Result{}, ve
@@ -136,7 +137,7 @@ func nestedResult(workflowID string, out workflows.Outcome, err error) (subagent
 	if errors.As(err, &canceled) {
 		var details workflows.Outcome
 		if canceled.HasDetails() && canceled.Details(&details) == nil {
-			return details.Result, nil
+			return a.inlineResult(ctx, details)
 		}
 		return subagent.Result{StopReason: subagent.StopAborted}, nil
 	}

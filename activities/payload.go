@@ -130,15 +130,29 @@ func (a *Activities) resolveBatchResult(ctx context.Context, res *workflows.Batc
 	if res.ResultRef == nil {
 		return nil
 	}
-	ref := *res.ResultRef
-	raw, err := a.ReadPayload(ctx, workflows.ReadPayloadInput{Ref: ref, Count: ref.Chunks})
+	r, err := a.inlineResult(ctx, workflows.Outcome{ResultRef: res.ResultRef})
 	if err != nil {
 		return err
 	}
-	var r subagent.Result
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return fmt.Errorf("activities: decode result %s: %w", ref.ID, err)
-	}
 	res.Output, res.Structured, res.ResultRef = session.JoinText(r.Output), r.Structured, nil
 	return nil
+}
+
+// inlineResult returns the result of out, read from the session store when out carries it by
+// reference.
+func (a *Activities) inlineResult(ctx context.Context, out workflows.Outcome) (subagent.Result, error) {
+	if out.ResultRef == nil {
+		return out.Result, nil
+	}
+	ref := *out.ResultRef
+	raw, err := a.ReadPayload(ctx, workflows.ReadPayloadInput{Ref: ref, Count: ref.Chunks})
+	if err != nil {
+		return subagent.Result{}, err
+	}
+	var r subagent.Result
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return subagent.Result{}, fmt.Errorf("activities: decode result %s: %w", ref.ID, err)
+	}
+	r.StopReason = out.Result.StopReason
+	return r, nil
 }

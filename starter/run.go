@@ -174,6 +174,10 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		in.Request.AgentOptions = route
 		in.Root = &workflows.RootSession{Cwd: cwd, Route: route}
 	}
+	if raw, err := json.Marshal(in); err == nil && len(raw) > workflows.MaxStartInputBytes {
+		return subflow.StartOptions{}, usagef("starter run: the request is %d bytes encoded, over the %d bytes one Temporal payload can carry: shorten the task, the schema or the persona",
+			len(raw), workflows.MaxStartInputBytes)
+	}
 	return subflow.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
 }
 

@@ -180,3 +180,12 @@ func TestRunSchemaWithABOM(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"object"}`, string(opts.Input.Request.OutputSchema))
 }
+
+// TestRunRefusesARequestOverOnePayload: a request Temporal could not carry is refused with
+// its size before anything starts.
+func TestRunRefusesARequestOverOnePayload(t *testing.T) {
+	_, err := parseRun(t, "--persona", string(bytes.Repeat([]byte("p"), workflows.MaxStartInputBytes)), "x")
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, err.Error(), "over the 2031616 bytes one Temporal payload can carry")
+}

@@ -31,6 +31,10 @@ const (
 	PayloadChunk = 256 << 10
 	// FetchChunks is the number of chunks one FetchPayload returns (1 MiB).
 	FetchChunks = 4
+	// MaxStartInputBytes bounds the encoded StartInput a caller may start a run with: it
+	// travels as one payload, which Temporal limits to 2 MiB; the rest is headroom for the
+	// payload's metadata and the request's envelope.
+	MaxStartInputBytes = 2<<20 - 64<<10
 )
 
 // Names of the payload workflow and activities.

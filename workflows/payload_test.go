@@ -19,8 +19,8 @@ import (
 func TestBigRequestIsStoredOnce(t *testing.T) {
 	h := newHarness(t)
 	var stored []StorePayloadInput
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in StorePayloadInput) (PayloadRef, error) {
-		h.fakes.record(ActivityStorePayload)
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in StorePayloadInput) (PayloadRef, error) {
+		h.fakes.record(ctx, ActivityStorePayload)
 		stored = append(stored, in)
 		return PayloadRef{ID: in.ID, Size: int64(len(in.Data)), Chunks: 2}, nil
 	}, activity.RegisterOptions{Name: ActivityStorePayload})
@@ -32,6 +32,7 @@ func TestBigRequestIsStoredOnce(t *testing.T) {
 	require.NoError(t, h.env.GetWorkflowError())
 
 	assert.Equal(t, []string{ActivityStorePayload, ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
+	assert.Contains(t, h.fakes.Local(), ActivityStorePayload, "a local activity: history keeps no copy of its input")
 	require.Len(t, stored, 1)
 	assert.Equal(t, "request-child-1", stored[0].ID)
 	assert.Contains(t, string(stored[0].Data), `"outputSchema":{"type":"object"}`)

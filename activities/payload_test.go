@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -19,7 +20,7 @@ import (
 // TestBigResultByReference: a result over the threshold is stored in chunks and replaced by
 // a reference that ReadPayload and a batch's results file turn back into the whole result.
 func TestBigResultByReference(t *testing.T) {
-	store, err := session.NewFileStore(t.TempDir())
+	store, err := filestore.New(t.TempDir())
 	require.NoError(t, err)
 	a := &Activities{store: store}
 	ctx := context.Background()

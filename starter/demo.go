@@ -269,7 +269,7 @@ func runOne(ctx context.Context, c client.Client, s showcase, f runFlags) demoRe
 			return res
 		}
 	}
-	if err := workflows.ResolveOutcome(ctx, c, f.taskQueue, &out); err != nil {
+	if err := subflow.ResolveOutcome(ctx, c, f.taskQueue, &out); err != nil {
 		res.err = err
 		return res
 	}

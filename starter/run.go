@@ -251,7 +251,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	out, err := wait(ctx, c, wr, stderr, f.follow)
 	if err == nil {
-		err = workflows.ResolveOutcome(context.WithoutCancel(ctx), c, f.taskQueue, &out)
+		err = subflow.ResolveOutcome(context.WithoutCancel(ctx), c, f.taskQueue, &out)
 	}
 	if err != nil {
 		return reportFailure(stderr, wfID, err)

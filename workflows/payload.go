@@ -1,13 +1,10 @@
 package workflows
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -19,7 +16,7 @@ import (
 // Outcome carries a PayloadRef instead of the output and the structured value.
 //
 // A caller resolves the reference through Temporal, never through the store, since a
-// starter may run on a host without store access: ResolveOutcome runs FetchPayload
+// starter may run on a host without store access: client.ResolveOutcome runs FetchPayload
 // workflows, each of which reads at most FetchChunks chunks through the ReadPayload activity
 // on a worker and returns them. A closed run cannot take updates and a query cannot run an
 // activity, hence a short workflow per fetch; each keeps its bytes in its own history, under
@@ -112,45 +109,4 @@ func FetchPayload(ctx workflow.Context, in ReadPayloadInput) ([]byte, error) {
 	var data []byte
 	err := workflow.ExecuteActivity(ctx, ActivityReadPayload, in).Get(ctx, &data)
 	return data, err
-}
-
-// ResolveOutcome replaces the result reference of out, if any, by the result it names,
-// fetched through FetchPayload workflows on taskQueue (TaskQueue when empty). The stop
-// reason stays the one out carries.
-func ResolveOutcome(ctx context.Context, c client.Client, taskQueue string, out *Outcome) error {
-	ref := out.ResultRef
-	if ref == nil {
-		return nil
-	}
-	if taskQueue == "" {
-		taskQueue = TaskQueue
-	}
-	data := make([]byte, 0, ref.Size)
-	for from := 0; from < ref.Chunks; from += FetchChunks {
-		in := ReadPayloadInput{Ref: *ref, From: from, Count: min(FetchChunks, ref.Chunks-from)}
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID:                       "fetch-" + ref.ID + "-" + uuid.NewString(),
-			TaskQueue:                taskQueue,
-			WorkflowExecutionTimeout: time.Minute,
-			StaticSummary:            fmt.Sprintf("fetch part of result %s", ref.ID),
-		}, FetchPayloadWorkflowName, in)
-		if err != nil {
-			return fmt.Errorf("workflows: fetch result %s: %w", ref.ID, err)
-		}
-		var part []byte
-		if err := run.Get(ctx, &part); err != nil {
-			return fmt.Errorf("workflows: fetch result %s: %w", ref.ID, err)
-		}
-		data = append(data, part...)
-	}
-	if int64(len(data)) != ref.Size {
-		return fmt.Errorf("workflows: fetch result %s: got %d bytes, want %d", ref.ID, len(data), ref.Size)
-	}
-	stop := out.Result.StopReason
-	if err := json.Unmarshal(data, &out.Result); err != nil {
-		return fmt.Errorf("workflows: decode result %s: %w", ref.ID, err)
-	}
-	out.Result.StopReason = stop
-	out.ResultRef = nil
-	return nil
 }

@@ -157,7 +157,7 @@ type Outcome struct {
 	Depth   int64           `json:"depth"`
 	Result  subagent.Result `json:"result"`
 	// ResultRef, when set, says the result was too big to travel inline (PayloadThreshold):
-	// Result holds only the stop reason, and ResolveOutcome fetches the rest.
+	// Result holds only the stop reason, and client.ResolveOutcome fetches the rest.
 	ResultRef *PayloadRef `json:"resultRef,omitempty"`
 }
 

@@ -123,6 +123,8 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityReadResult:        a.ReadResult,
 		workflows.ActivityRunSDKChild:       a.RunSDKChild,
 		workflows.ActivityRecordNested:      a.RecordNested,
+		workflows.ActivityReadPayload:       a.ReadPayload,
+		workflows.ActivityStorePayload:      a.StorePayload,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

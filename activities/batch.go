@@ -98,7 +98,12 @@ func countLines(f *os.File) (int, error) {
 // AppendBatchResults makes the results file in.Offset bytes long — creating it when absent
 // — and appends in.Results as JSON lines, synced to disk; it returns the new size. Cutting
 // the file back first makes a retried call write each result once.
-func (a *Activities) AppendBatchResults(_ context.Context, in workflows.AppendBatchResultsInput) (int64, error) {
+func (a *Activities) AppendBatchResults(ctx context.Context, in workflows.AppendBatchResultsInput) (int64, error) {
+	for i := range in.Results {
+		if err := a.resolveBatchResult(ctx, &in.Results[i]); err != nil {
+			return 0, err
+		}
+	}
 	f, err := openBatchFile(in.Path, os.O_WRONLY|os.O_CREATE)
 	if err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"errors"
+	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -11,19 +12,15 @@ import (
 )
 
 // Types of the non-retryable ApplicationErrors this package adds to the rules of package
-// subagent. Like those, they reject a request before anything is published.
+// subagent. Like those, they reject a request before anything is published; they are
+// defined in package workflows, whose retry policies and Start must know them.
 const (
-	// RuleUnknownTool: a tool filter names a tool the worker does not have (SPEC R-25).
-	RuleUnknownTool = "unknown-tool"
-	// RuleParentNotFound: the request's parent session is not in the session store.
-	RuleParentNotFound = "parent-not-found"
-	// RuleSessionConflict: a session with the requested id exists with another header.
-	RuleSessionConflict = "session-conflict"
-	// RuleNoSDKProvider: the worker has no sdk child command configured.
-	RuleNoSDKProvider = "no-sdk-provider"
-	// RuleInvalidSandboxMode: the parent's sandbox mode is not a known one, so it cannot be
-	// delegated (tools.CheckSandboxMode).
-	RuleInvalidSandboxMode = "invalid-sandbox-mode"
+	RuleUnknownTool        = workflows.RuleUnknownTool
+	RuleParentNotFound     = workflows.RuleParentNotFound
+	RuleInvalidSessionID   = workflows.RuleInvalidSessionID
+	RuleSessionConflict    = workflows.RuleSessionConflict
+	RuleNoSDKProvider      = workflows.RuleNoSDKProvider
+	RuleInvalidSandboxMode = workflows.RuleInvalidSandboxMode
 )
 
 // TypeWorkerStopping is the type of the retryable ApplicationError Drive and RunSDKChild
@@ -43,10 +40,29 @@ func rejection(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), RuleInvalidSandboxMode, nil)
 	case errors.Is(err, session.ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(err.Error(), RuleParentNotFound, nil)
+	case errors.Is(err, session.ErrInvalidID):
+		return temporal.NewNonRetryableApplicationError(err.Error(), RuleInvalidSessionID, nil)
 	case errors.Is(err, session.ErrHeaderMismatch):
 		return temporal.NewNonRetryableApplicationError(err.Error(), RuleSessionConflict, nil)
 	}
 	return workflows.ToApplicationError(err)
+}
+
+// parentRejection returns the rejection of a request whose parent session cannot be
+// loaded — absent, or an id no store accepts — with a message naming the parent, or nil
+// when err is another failure.
+func parentRejection(parentID string, err error) error {
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("subagent parent session %q not found", parentID), RuleParentNotFound, nil)
+	case errors.Is(err, session.ErrInvalidID):
+		if verr := session.ValidateID(parentID); verr != nil {
+			err = verr // without the store's wrapping
+		}
+		return temporal.NewNonRetryableApplicationError("subagent parent session: "+err.Error(), RuleInvalidSessionID, nil)
+	}
+	return nil
 }
 
 // workerStopping is the retryable error of an activity whose worker stopped.

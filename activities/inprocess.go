@@ -21,6 +21,9 @@ import (
 // ApplicationErrors whose Type is the rule and whose message is the exact SPEC message.
 func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (workflows.Published, error) {
 	log := a.logger(ctx, in.ChildID)
+	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
+		return workflows.Published{}, err
+	}
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
 		RunTools: []string{subagenttool.Name},
@@ -30,6 +33,9 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 			return workflows.Published{}, ctx.Err()
 		}
 		log.Info("child rejected", zap.Error(err))
+		if rej := parentRejection(in.Request.Parent.SessionID, err); rej != nil {
+			return workflows.Published{}, rej
+		}
 		return workflows.Published{}, rejection(err)
 	}
 	log.Info("child published", zap.Int64("depth", created.Depth), zap.String("model", created.Model))
@@ -49,6 +55,9 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 // way and returns a retryable error.
 func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workflows.DriveSummary, error) {
 	log := a.logger(ctx, in.ChildID)
+	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
+		return workflows.DriveSummary{}, err
+	}
 	if activity.HasHeartbeatDetails(ctx) {
 		// The store is the truth; the previous attempt's progress only says how far it got.
 		var prev workflows.Progress
@@ -186,6 +195,9 @@ func (a *Activities) suspend(ctx context.Context, log *zap.Logger, childID strin
 // set, a turn the log leaves unended is recorded as ended aborted, cause parent, first.
 func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInput) (workflows.Outcome, error) {
 	log := a.logger(ctx, in.ChildID)
+	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
+		return workflows.Outcome{}, err
+	}
 	res, err := a.host.ReadResult(ctx, inprocess.ReadRequest{
 		ChildID: in.ChildID, Request: in.Request, Cancelled: in.Cancelled,
 	})
@@ -197,5 +209,9 @@ func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInpu
 		return workflows.Outcome{}, fmt.Errorf("activities: read result of %s: %w", in.ChildID, err)
 	}
 	log.Info("result read", zap.String("stopReason", string(res.StopReason)))
-	return workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res}, nil
+	out := workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res}
+	if err := a.byReference(ctx, &out); err != nil {
+		return workflows.Outcome{}, err
+	}
+	return out, nil
 }

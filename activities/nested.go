@@ -116,7 +116,8 @@ func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNested
 			continue
 		}
 		var out workflows.Outcome
-		res, rerr := nestedResult(call.WorkflowID, out, c.GetWorkflow(ctx, call.WorkflowID, "").Get(ctx, &out))
+		gerr := c.GetWorkflow(ctx, call.WorkflowID, "").Get(ctx, &out)
+		res, rerr := a.nestedResult(ctx, call.WorkflowID, out, gerr)
 		if rerr != nil && ctx.Err() != nil {
 			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, ctx.Err())
 		}
@@ -209,7 +210,7 @@ func (a *Activities) delegate(actx, ctx context.Context, call subagenttool.Deleg
 		log.Info("caller aborted: cancelling the nested run")
 		return a.cancelNested(c, run)
 	}
-	return nestedResult(id, out, err)
+	return a.nestedResult(ctx, id, out, err)
 }
 
 // cancelNested cancels a nested run and returns its aborted outcome's result.
@@ -222,7 +223,8 @@ func (a *Activities) cancelNested(c client.Client, run client.WorkflowRun) (suba
 		return aborted, nil
 	}
 	var out workflows.Outcome
-	res, err := nestedResult(run.GetID(), out, run.Get(ctx, &out))
+	gerr := run.Get(ctx, &out)
+	res, err := a.nestedResult(ctx, run.GetID(), out, gerr)
 	if err != nil {
 		a.log.Warn("wait for cancelled nested run", zap.String("nestedWorkflowId", run.GetID()), zap.Error(err))
 		return aborted, nil
@@ -231,10 +233,11 @@ func (a *Activities) cancelNested(c client.Client, run client.WorkflowRun) (suba
 }
 
 // nestedResult maps how a nested run ended to the subagent tool's result: its outcome, the
-// outcome of a Canceled run (its details), or the rejection with its exact message.
-func nestedResult(workflowID string, out workflows.Outcome, err error) (subagent.Result, error) {
+// outcome of a Canceled run (its details), or the rejection with its exact message. A result
+// stored by reference is read from the session store.
+func (a *Activities) nestedResult(ctx context.Context, workflowID string, out workflows.Outcome, err error) (subagent.Result, error) {
 	if err == nil {
-		return out.Result, nil
+		return a.inlineResult(ctx, out)
 	}
 	if ve := workflows.Rejection(err); ve != nil {
 		return subagent.Result{}, ve
@@ -243,7 +246,7 @@ func nestedResult(workflowID string, out workflows.Outcome, err error) (subagent
 	if errors.As(err, &canceled) {
 		var details workflows.Outcome
 		if canceled.HasDetails() && canceled.Details(&details) == nil {
-			return details.Result, nil
+			return a.inlineResult(ctx, details)
 		}
 		return subagent.Result{StopReason: subagent.StopAborted}, nil
 	}

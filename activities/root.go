@@ -7,7 +7,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/subagent/workdir"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -29,6 +31,22 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 	if !in.Root.Route.IsZero() {
 		route := in.Root.Route
 		h.Route = &route
+	}
+	if in.Request != nil {
+		// Check the delegation before the root exists: a rejected request leaves no orphan
+		// root session behind.
+		req := *in.Request
+		if err := a.resolveRequest(ctx, &req, in.RequestRef); err != nil {
+			return subagent.ParentRef{}, err
+		}
+		req.Parent = subagent.ParentRef{SessionID: in.SessionID, Cwd: cwd}
+		err := a.host.CheckNew(inprocess.CreateRequest{
+			Provider: in.Provider, Request: req, RunTools: []string{subagenttool.Name},
+		}, h)
+		if err != nil {
+			log.Info("request rejected before its root session was created", zap.Error(err))
+			return subagent.ParentRef{}, rejection(err)
+		}
 	}
 	if err := a.store.Create(ctx, h); err != nil {
 		return subagent.ParentRef{}, rejection(fmt.Errorf("activities: create root session %s: %w", in.SessionID, err))

@@ -44,6 +44,9 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 			"activities: this worker has no sdk child command configured", RuleNoSDKProvider, nil)
 	}
 	req := in.Request
+	if err := a.resolveRequest(ctx, &req, in.RequestRef); err != nil {
+		return workflows.Outcome{}, err
+	}
 	depth, policy, err := a.sdkParent(ctx, &req)
 	if err != nil {
 		return workflows.Outcome{}, err
@@ -111,6 +114,9 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 		log.Error("dispose sdk child", zap.Error(err))
 	}
 	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res}
+	if err := a.byReference(context.WithoutCancel(ctx), &out); err != nil {
+		return workflows.Outcome{}, err
+	}
 	switch {
 	case ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx)):
 		log.Info("sdk child cancelled", zap.String("stopReason", string(res.StopReason)))

@@ -85,7 +85,7 @@ func (a *Activities) sdkDelegate(actx, ctx context.Context, parent sdkParentSess
 		// child runtime any more, which is being disposed.
 		return subagent.Result{StopReason: subagent.StopAborted}, nil
 	}
-	return nestedResult(id, out, err)
+	return a.nestedResult(waitCtx, id, out, err)
 }
 
 // ensureStandIn creates the stand-in parent session id in our store unless it exists.

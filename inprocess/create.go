@@ -119,15 +119,13 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 	if err != nil {
 		return plan{}, nil, fmt.Errorf("inprocess: create: load parent: %w", err)
 	}
-	// The parent's subtree cap binds this child and, through its header, every descendant.
-	maxDepth := TighterDepth(req.MaxDepth, ph.MaxDepth)
-	depth, err := subagent.ChildDepth(ph.DelegationDepth, cr.RuntimeDepth, maxDepth)
-	if err != nil {
-		return plan{}, nil, err
-	}
 	childID := cr.ChildID
 	if childID == "" {
 		childID = uuid.NewString()
+	}
+	hd, err := h.childHeader(cr, childID, ph)
+	if err != nil {
+		return plan{}, nil, err
 	}
 	// The delegated policy is read now, from the log as it stands: a later switch in the
 	// parent does not reach a child already started.
@@ -139,20 +137,8 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 	if cr.Provider == subagent.ProviderFork {
 		seed = session.ForkPrefix(parentEvents)
 	}
-	hd := session.Header{
-		ID:              childID,
-		Cwd:             ph.Cwd,
-		ParentSession:   parentID,
-		Origin:          session.OriginSubagent,
-		DelegationDepth: depth,
-		SeedLength:      int64(len(seed)),
-		AgentPreset:     ph.AgentPreset,
-		Route:           childRoute(ph.Route, req.AgentOptions),
-		MaxDepth:        maxDepth,
-	}
-	if err := h.checkSetup(hd, req, cr.RunTools); err != nil {
-		return plan{}, nil, err
-	}
+	hd.SeedLength = int64(len(seed))
+	hd.ParentSession = parentID
 
 	stored, _, err := h.store.Load(ctx, childID)
 	switch {
@@ -181,6 +167,48 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 		return p, &stored, nil
 	}
 	return p, nil, nil
+}
+
+// childHeader checks the depth and the setup of a child of the parent ph and returns its
+// header, without its seed length.
+func (h *Host) childHeader(cr CreateRequest, childID string, ph session.Header) (session.Header, error) {
+	// The parent's subtree cap binds this child and, through its header, every descendant.
+	maxDepth := TighterDepth(cr.Request.MaxDepth, ph.MaxDepth)
+	depth, err := subagent.ChildDepth(ph.DelegationDepth, cr.RuntimeDepth, maxDepth)
+	if err != nil {
+		return session.Header{}, err
+	}
+	hd := session.Header{
+		ID:              childID,
+		Cwd:             ph.Cwd,
+		ParentSession:   ph.ID,
+		Origin:          session.OriginSubagent,
+		DelegationDepth: depth,
+		AgentPreset:     ph.AgentPreset,
+		Route:           childRoute(ph.Route, cr.Request.AgentOptions),
+		MaxDepth:        maxDepth,
+	}
+	if err := h.checkSetup(hd, cr.Request, cr.RunTools); err != nil {
+		return session.Header{}, err
+	}
+	return hd, nil
+}
+
+// CheckNew makes every check Create would make of cr against parent, a session not written
+// yet (a root session about to be created for cr): the start checks of the provider, the
+// depth, the tool filter, the preset and the schema. A caller that creates the parent only
+// when CheckNew passes leaves nothing behind for a request Create would reject. Its errors
+// are those of Create.
+func (h *Host) CheckNew(cr CreateRequest, parent session.Header) error {
+	caps, err := capabilities(cr.Provider)
+	if err != nil {
+		return err
+	}
+	if err := subagent.CheckRequest(cr.Provider, caps, cr.Request); err != nil {
+		return err
+	}
+	_, err = h.childHeader(cr, "check-"+parent.ID, parent)
+	return err
 }
 
 // checkSetup rejects, before anything is written, what setting the child up would reject:

@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
-	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -175,63 +174,6 @@ func (f *batchFlags) plan(path string) (workflows.BatchInput, error) {
 		return workflows.BatchInput{}, usagef("starter batch: --out %s: no such directory", out)
 	}
 	return in, nil
-}
-
-// readTasks reads and checks every task of the file at path and returns them with the file's
-// size. Errors name the file and the line.
-func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task, int64, error) {
-	file, err := os.Open(path)
-	if err != nil {
-		return nil, 0, usagef("starter batch: %v", err)
-	}
-	defer file.Close()
-	var tasks []workflows.Task
-	var size int64
-	r := bufio.NewReader(file)
-	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return nil, 0, usagef("starter batch: read %s: %v", path, err)
-		}
-		if len(line) == 0 && err == io.EOF {
-			break
-		}
-		size += int64(len(line))
-		t, blank, perr := workflows.ParseTaskLine(line)
-		if perr == nil && !blank {
-			perr = checkTask(t, batchID, d)
-		}
-		if perr != nil {
-			return nil, 0, usagef("starter batch: %s:%d: %v", path, n, perr)
-		}
-		if !blank {
-			tasks = append(tasks, t)
-		}
-	}
-	if len(tasks) == 0 {
-		return nil, 0, usagef("starter batch: %s: no tasks", path)
-	}
-	return tasks, size, nil
-}
-
-// checkTask makes the checks of `starter run` and of the workflow before publication, so a
-// bad line stops the batch before anything runs.
-func checkTask(t workflows.Task, batchID string, d workflows.TaskDefaults) error {
-	in, err := t.StartInput(batchID, d)
-	if err != nil {
-		return err
-	}
-	if in.Root != nil && in.Root.Route.Provider == model.ProviderScripted && in.Root.Route.Model == "" {
-		return fmt.Errorf("task: model-provider %s needs model SCRIPT.json", model.ProviderScripted)
-	}
-	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
-		var ve *subagent.ValidationError
-		if errors.As(err, &ve) {
-			return errors.New(ve.Message)
-		}
-		return err
-	}
-	return nil
 }
 
 // batchWatch follows a started batch until it ends or the user detaches.

@@ -92,3 +92,38 @@ duration     p50 2ms  p99 2ms
 `, b.String())
 	assert.Equal(t, "batch b1: 4/5 done (0 running, 0 queued, 2 completed, 1 failed)", progressLine("b1", s))
 }
+
+// TestBatchPlanAcceptsABOM: a tasks file an editor saved with a UTF-8 byte order mark reads
+// like one without.
+func TestBatchPlanAcceptsABOM(t *testing.T) {
+	path := writeTasks(t, "\ufeff"+`{"task": "one"}`, `{"task": "two"}`)
+	in, err := (&batchFlags{concurrency: 1}).plan(path)
+	require.NoError(t, err)
+	require.Len(t, in.Tasks, 2)
+	assert.Equal(t, "one", in.Tasks[0].Task)
+}
+
+// TestBatchPlanReportsEveryBadLine: every bad task is reported at once, each with its line,
+// before anything starts: bad fields, a duplicate id, a cwd that does not exist, a task over
+// the size limit.
+func TestBatchPlanReportsEveryBadLine(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("x", maxTaskBytes)
+	path := writeTasks(t,
+		`{"task": "ok", "id": "wf-1"}`,
+		`{"task": "bad", "max-tokens": "ten"}`,
+		`{"task": "again", "id": "wf-1"}`,
+		`{"task": "nowhere", "cwd": "`+filepath.Join(dir, "missing")+`"}`,
+		`{"task": "`+big+`"}`,
+		`{"task": "fine"}`)
+	_, err := (&batchFlags{concurrency: 1}).plan(path)
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 4, "%s", err)
+	assert.Equal(t, "starter batch: "+path+":2: not a task object: json: cannot unmarshal string into Go struct field Task.max-tokens of type int64", lines[0])
+	assert.Equal(t, "starter batch: "+path+`:3: task id "wf-1" is also the id of line 1`, lines[1])
+	assert.Equal(t, "starter batch: "+path+":4: task: cwd "+filepath.Join(dir, "missing")+" is not a directory", lines[2])
+	assert.True(t, strings.HasPrefix(lines[3], "starter batch: "+path+":5: task: "), lines[3])
+	assert.True(t, strings.HasSuffix(lines[3], " bytes, over the limit of 1048576 bytes per task"), lines[3])
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -36,6 +37,11 @@ func runResult(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if out, err = outcomeOf(err); err != nil {
 			return reportFailure(stderr, id, err)
 		}
+	}
+	// A big result travels by reference; the workers of the run's task queue read it.
+	taskQueue := desc.GetExecutionConfig().GetTaskQueue().GetName()
+	if err := subflow.ResolveOutcome(ctx, c, taskQueue, &out); err != nil {
+		return reportFailure(stderr, id, err)
 	}
 	return report(stdout, stderr, newResultJSON(id, wr.GetRunID(), out), *asJSON)
 }

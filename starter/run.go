@@ -50,6 +50,7 @@ type runFlags struct {
 	label         string
 	id            string
 	taskQueue     string
+	timeout       time.Duration
 	detach        bool
 	follow        bool
 	json          bool
@@ -70,6 +71,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.label, "label", "", "short display label `TEXT`")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` (default subagent-<childId>)")
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
+	fs.DurationVar(&f.timeout, "timeout", 0, "deadline `DURATION` of the run (e.g. 10m): when it passes the child ends aborted with its partial answer")
 	fs.BoolVar(&f.detach, "detach", false, "print the ids once the child is published and exit")
 	fs.BoolVar(&f.follow, "follow", false, "stream the partial answer (to stderr) while the run goes on")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object: workflowId, runId, childId, depth, stopReason, output, structured")
@@ -109,8 +111,16 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	if f.detach && f.follow {
 		return subflow.StartOptions{}, usagef("starter run: --detach and --follow exclude each other")
 	}
+	if f.timeout < 0 {
+		return subflow.StartOptions{}, usagef("starter run: --timeout must be positive: %v", f.timeout)
+	}
 	if f.maxTokens < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
+	}
+	if f.parent != "" {
+		if err := session.ValidateID(f.parent); err != nil {
+			return subflow.StartOptions{}, usagef("starter run: --parent: %v", err)
+		}
 	}
 	req := subagent.Request{
 		Label:        f.label,
@@ -134,6 +144,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		if err != nil {
 			return subflow.StartOptions{}, usagef("starter run: --schema: %v", err)
 		}
+		raw = trimBOM(raw)
 		if !json.Valid(raw) {
 			return subflow.StartOptions{}, usagef("starter run: --schema %s: not valid JSON", f.schema)
 		}
@@ -151,7 +162,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		}
 		cwd = abs
 	}
-	in := workflows.StartInput{Provider: f.provider, Request: req}
+	in := workflows.StartInput{Provider: f.provider, Request: req, Timeout: f.timeout}
 	in.Request.Parent = subagent.ParentRef{SessionID: f.parent, Cwd: cwd}
 	if f.parent == "" {
 		route, err := f.rootRoute()
@@ -162,6 +173,10 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		// take their route from the request only (SPEC R-83).
 		in.Request.AgentOptions = route
 		in.Root = &workflows.RootSession{Cwd: cwd, Route: route}
+	}
+	if raw, err := json.Marshal(in); err == nil && len(raw) > workflows.MaxStartInputBytes {
+		return subflow.StartOptions{}, usagef("starter run: the request is %d bytes encoded, over the %d bytes one Temporal payload can carry: shorten the task, the schema or the persona",
+			len(raw), workflows.MaxStartInputBytes)
 	}
 	return subflow.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
 }
@@ -235,6 +250,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "started %s (child %s, depth %d)\n", wfID, pub.ChildID, pub.Depth)
 	}
 	out, err := wait(ctx, c, wr, stderr, f.follow)
+	if err == nil {
+		err = subflow.ResolveOutcome(context.WithoutCancel(ctx), c, f.taskQueue, &out)
+	}
 	if err != nil {
 		return reportFailure(stderr, wfID, err)
 	}

@@ -170,3 +170,22 @@ func TestTailFollowerPrintsOnlyWhatIsNew(t *testing.T) {
 	f.update("ld!")      // no overlap: more than a window streamed
 	assert.Equal(t, "Hello, world!", out.String())
 }
+
+// TestRunSchemaWithABOM: a schema file saved with a UTF-8 byte order mark is accepted, and
+// the request carries the schema without it.
+func TestRunSchemaWithABOM(t *testing.T) {
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	require.NoError(t, os.WriteFile(schema, []byte("\ufeff"+`{"type":"object"}`), 0o644))
+	opts, err := parseRun(t, "--schema", schema, "x")
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"object"}`, string(opts.Input.Request.OutputSchema))
+}
+
+// TestRunRefusesARequestOverOnePayload: a request Temporal could not carry is refused with
+// its size before anything starts.
+func TestRunRefusesARequestOverOnePayload(t *testing.T) {
+	_, err := parseRun(t, "--persona", string(bytes.Repeat([]byte("p"), workflows.MaxStartInputBytes)), "x")
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, err.Error(), "over the 2031616 bytes one Temporal payload can carry")
+}

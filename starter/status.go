@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"go.temporal.io/sdk/client"
+
 	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -44,6 +46,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		printTree(stdout, root, "")
 		return exitCompleted
 	}
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "starter status: %s: %v\n", id, err)
+		return exitError
+	}
+	if desc.GetWorkflowExecutionInfo().GetType().GetName() == workflows.BatchWorkflowName {
+		return batchStatus(ctx, c, id, statusName(desc.GetWorkflowExecutionInfo().GetStatus()), stdout, stderr, *asJSON)
+	}
 	st, err := subflow.Describe(ctx, c, id, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "starter status: %v\n", err)
@@ -57,6 +67,38 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitCompleted
 	}
 	printStatus(stdout, id, st)
+	return exitCompleted
+}
+
+// batchStatusJSON is the --json object of the status of a batch.
+type batchStatusJSON struct {
+	Kind   string `json:"kind"`
+	Status string `json:"status"`
+	workflows.BatchSummary
+}
+
+// batchStatus prints where the batch id stands: its workflow status and its progress.
+func batchStatus(ctx context.Context, c client.Client, id, status string, stdout, stderr io.Writer, asJSON bool) int {
+	var sum workflows.BatchSummary
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
+	if err == nil {
+		err = v.Get(&sum)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "starter status: progress of batch %s: %v\n", id, err)
+		return exitError
+	}
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(batchStatusJSON{Kind: "batch", Status: status, BatchSummary: sum}); err != nil {
+			fmt.Fprintf(stderr, "starter status: %v\n", err)
+			return exitError
+		}
+		return exitCompleted
+	}
+	fmt.Fprintf(stdout, "batch     %s\nstatus    %s\nprogress  %s\n", id, status, progressLine(id, sum))
+	if sum.OutFile != "" {
+		fmt.Fprintf(stdout, "results   %s\n", sum.OutFile)
+	}
 	return exitCompleted
 }
 

@@ -107,7 +107,7 @@ func newTreeNode(info *workflowpb.WorkflowExecutionInfo) (n *treeNode, child str
 		Provider:   str(workflows.AttrProvider.GetName()),
 		StopReason: str(workflows.AttrStopReason.GetName()),
 		Label:      str(workflows.AttrLabel.GetName()),
-		Status:     statusName(info.GetStatus()),
+		Status:     displayStatus(info.GetStatus()),
 	}
 	if p, ok := fields[workflows.AttrDepth.GetName()]; ok {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, &n.Depth)
@@ -117,7 +117,7 @@ func newTreeNode(info *workflowpb.WorkflowExecutionInfo) (n *treeNode, child str
 
 // fillPhase asks a running run for its phase.
 func fillPhase(ctx context.Context, c client.Client, n *treeNode) error {
-	if n.Status != statusName(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+	if n.Status != displayStatus(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
 		return nil
 	}
 	st, err := subflow.Describe(ctx, c, n.WorkflowID, "")
@@ -131,8 +131,8 @@ func fillPhase(ctx context.Context, c client.Client, n *treeNode) error {
 	return nil
 }
 
-// statusName is "Running", "Completed", "Canceled"… as the Web UI shows them.
-func statusName(s enumspb.WorkflowExecutionStatus) string {
+// displayStatus is "Running", "Completed", "Canceled"… as the Web UI shows them.
+func displayStatus(s enumspb.WorkflowExecutionStatus) string {
 	name := strings.TrimPrefix(s.String(), "WORKFLOW_EXECUTION_STATUS_")
 	if name == "" {
 		return ""

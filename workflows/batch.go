@@ -255,6 +255,7 @@ func (b *batch) runTask(ctx workflow.Context, n int, t Task) {
 		res.StopReason = out.Result.StopReason
 		res.Output = session.JoinText(out.Result.Output)
 		res.Structured = out.Result.Structured
+		res.ResultRef = out.ResultRef
 	}
 	b.record(ctx, res, begin)
 }

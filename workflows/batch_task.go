@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
@@ -31,6 +32,8 @@ type Task struct {
 	Label    string          `json:"label,omitempty"`
 	// ID is the child's workflow id; empty means subagent-<childId>.
 	ID string `json:"id,omitempty"`
+	// Timeout is the run's deadline, a Go duration such as "90s" or "10m" (StartInput.Timeout).
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // TaskDefaults completes the tasks of a batch, as the starter's own environment completes
@@ -45,9 +48,10 @@ type TaskDefaults struct {
 }
 
 // ParseTaskLine decodes one line of a batch file. A line of only white space is blank
-// (no task, no error). Unknown fields and a missing task text are errors.
+// (no task, no error). Unknown fields and a missing task text are errors. A UTF-8 byte
+// order mark before the line (the start of a file some editors wrote) is ignored.
 func ParseTaskLine(line []byte) (t Task, blank bool, err error) {
-	line = bytes.TrimSpace(line)
+	line = bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\ufeff")))
 	if len(line) == 0 {
 		return Task{}, true, nil
 	}
@@ -80,6 +84,14 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 	if len(t.Schema) > 0 && !isJSONObject(t.Schema) {
 		return StartInput{}, errors.New("task: schema must be a JSON object")
 	}
+	var timeout time.Duration
+	if t.Timeout != "" {
+		d, err := time.ParseDuration(t.Timeout)
+		if err != nil || d <= 0 {
+			return StartInput{}, fmt.Errorf("task: timeout must be a positive duration such as \"90s\" or \"10m\": %q", t.Timeout)
+		}
+		timeout = d
+	}
 	provider := t.Provider
 	if provider == "" {
 		provider = subagent.ProviderSpawn
@@ -106,7 +118,7 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 		}
 		cwd = filepath.Clean(cwd)
 	}
-	in := StartInput{Provider: provider, Request: req, Batch: batch}
+	in := StartInput{Provider: provider, Request: req, Batch: batch, Timeout: timeout}
 	in.Request.Parent = subagent.ParentRef{SessionID: t.Parent, Cwd: cwd}
 	if t.Parent == "" {
 		route := in.Request.AgentOptions

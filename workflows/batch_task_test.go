@@ -99,3 +99,13 @@ func TestDurationsPercentiles(t *testing.T) {
 	small.Add(3 * time.Millisecond)
 	assert.Equal(t, 3*time.Millisecond, small.Percentile(99), "short durations are exact")
 }
+
+func TestTaskTimeout(t *testing.T) {
+	in, err := Task{Task: "x", Timeout: "90s"}.StartInput("b", TaskDefaults{Dir: "/"})
+	require.NoError(t, err)
+	assert.Equal(t, 90*time.Second, in.Timeout)
+	for _, bad := range []string{"soon", "-1m", "0s"} {
+		_, err := Task{Task: "x", Timeout: bad}.StartInput("b", TaskDefaults{Dir: "/"})
+		assert.ErrorContains(t, err, "task: timeout must be a positive duration", bad)
+	}
+}

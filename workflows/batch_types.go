@@ -109,6 +109,10 @@ type BatchResult struct {
 	// Error is why the task has no outcome: the rejection's exact message, or the failure.
 	Error      string `json:"error,omitempty"`
 	DurationMs int64  `json:"durationMs"`
+	// ResultRef is the task's result stored by reference (Outcome.ResultRef): Output and
+	// Structured are then empty until AppendBatchResults fills them from the store, which
+	// never writes a ResultRef into the results file.
+	ResultRef *PayloadRef `json:"resultRef,omitempty"`
 }
 
 // ReadBatchTasksInput is the input of ReadBatchTasks: read at most Limit tasks of Path from

@@ -62,8 +62,8 @@ type RecordNestedInput struct {
 // caller reads the aborted result.
 func (r *run) drive(ctx workflow.Context, childID string, req subagent.Request) (DriveSummary, error) {
 	v := workflow.GetVersion(ctx, versionNestedChildren, workflow.DefaultVersion, 1)
-	in := DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, Yield: v >= 1}
-	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10))
+	in := DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef, Yield: v >= 1}
+	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose()))
 	var total DriveSummary
 	for {
 		var sum DriveSummary

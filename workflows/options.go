@@ -54,11 +54,13 @@ func shortRetry() *temporal.RetryPolicy {
 // driveOptions are those of Drive and RunSDKChild: long, heartbeated, and waited for on
 // cancellation so the aborted result is there to read. A retried Drive resumes from the
 // session store; a retried RunSDKChild starts a new child process, hence fewer attempts.
-func driveOptions(summary string, attempts int32) workflow.ActivityOptions {
+// scheduleToClose bounds the drive over all its attempts.
+func driveOptions(summary string, attempts int32, scheduleToClose time.Duration) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: DriveTimeout,
-		HeartbeatTimeout:    HeartbeatTimeout,
-		WaitForCancellation: true,
+		ScheduleToCloseTimeout: scheduleToClose,
+		StartToCloseTimeout:    DriveTimeout,
+		HeartbeatTimeout:       HeartbeatTimeout,
+		WaitForCancellation:    true,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,

@@ -12,6 +12,25 @@ import (
 // create.
 const RuleMissingParent = "missing-parent"
 
+// Rules the activities reject a request with, before anything is published. They live here,
+// with the rules of package subagent, so that retry policies never retry them and callers of
+// Start recognise every one of them as a rejection (exit 2 of `starter run`).
+const (
+	// RuleUnknownTool: a tool filter names a tool the worker does not have (SPEC R-25).
+	RuleUnknownTool = "unknown-tool"
+	// RuleParentNotFound: the request's parent session is not in the session store.
+	RuleParentNotFound = "parent-not-found"
+	// RuleInvalidSessionID: the request's parent session id cannot name a session.
+	RuleInvalidSessionID = "invalid-session-id"
+	// RuleSessionConflict: a session with the requested id exists with another header.
+	RuleSessionConflict = "session-conflict"
+	// RuleNoSDKProvider: the worker has no sdk child command configured.
+	RuleNoSDKProvider = "no-sdk-provider"
+	// RuleInvalidSandboxMode: the parent's sandbox mode is not a known one, so it cannot be
+	// delegated (tools.CheckSandboxMode).
+	RuleInvalidSandboxMode = "invalid-sandbox-mode"
+)
+
 // rejectionTypes are the ApplicationError types retry policies never retry: the rules of
 // package subagent and of this package.
 var rejectionTypes = []string{
@@ -30,6 +49,12 @@ var rejectionTypes = []string{
 	subagent.RuleRelativeCwd,
 	subagent.RuleInaccessibleCwd,
 	RuleMissingParent,
+	RuleUnknownTool,
+	RuleParentNotFound,
+	RuleInvalidSessionID,
+	RuleSessionConflict,
+	RuleNoSDKProvider,
+	RuleInvalidSandboxMode,
 }
 
 // ToApplicationError returns err as Temporal should carry it. A *subagent.ValidationError

@@ -6,8 +6,9 @@ import (
 )
 
 // Register registers the workflows of this package on r under their names (WorkflowName,
-// BatchWorkflowName), so a worker registers them in one line.
+// BatchWorkflowName, FetchPayloadWorkflowName), so a worker registers them in one line.
 func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName})
 	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName})
+	r.RegisterWorkflowWithOptions(FetchPayload, workflow.RegisterOptions{Name: FetchPayloadWorkflowName})
 }

@@ -96,6 +96,9 @@ type run struct {
 	local bool
 	// attrs are search attribute updates held back to be upserted with the publication's.
 	attrs []temporal.SearchAttributeUpdate
+	// requestRef names the stored request when it is too big to copy into every activity's
+	// input; r.in.Request then lacks its big fields.
+	requestRef *PayloadRef
 }
 
 // localStepsChange is the change id of the run's shape. Its version versionLocalSteps runs the
@@ -147,6 +150,9 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 		return r.fail(err)
 	}
 	r.status.ChildID = childID
+	if err := r.storeRequest(ctx, childID); err != nil {
+		return r.fail(err)
+	}
 	if subagent.IsRemote(in.Provider) {
 		return r.remote(ctx, childID)
 	}
@@ -178,7 +184,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 	var pub Published
 	err := r.step(pubCtx, ActivityPublish, r.activitySummary("publish"),
-		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req}, &pub)
+		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}, &pub)
 	if err != nil {
 		return r.reject(ctx, err)
 	}
@@ -187,8 +193,10 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 
 	r.status.Phase = PhaseDriving
-	sum, err := r.drive(ctx, childID, req)
-	cancelled := ctx.Err() != nil
+	driveCtx, deadline := r.startDeadline(ctx)
+	sum, err := r.drive(driveCtx, childID, req)
+	deadline.stop()
+	cancelled := ctx.Err() != nil || deadline.passed
 	if err != nil && !cancelled {
 		return r.fail(err)
 	}
@@ -202,7 +210,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	readCtx, _ := workflow.NewDisconnectedContext(ctx)
 	var out Outcome
 	err = r.step(readCtx, ActivityReadResult, r.activitySummary("read result of"),
-		ReadResultInput{ChildID: childID, Request: req, Cancelled: cancelled}, &out)
+		ReadResultInput{ChildID: childID, Request: req, Cancelled: cancelled, RequestRef: r.requestRef}, &out)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -218,7 +226,7 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	}
 	var parent subagent.ParentRef
 	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
-		CreateRootSessionInput{SessionID: id, Root: *r.in.Root}, &parent)
+		CreateRootSessionInput{SessionID: id, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request, RequestRef: r.requestRef}, &parent)
 	if err != nil {
 		return subagent.ParentRef{}, err
 	}
@@ -248,12 +256,14 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 		return r.fail(err)
 	}
 	defer nested.wait(ctx)
-	actx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("run"), 3))
+	actx, deadline := r.startDeadline(ctx)
+	actx = workflow.WithActivityOptions(actx, driveOptions(r.activitySummary("run"), 3, r.scheduleToClose()))
 	fut := workflow.ExecuteActivity(actx, ActivityRunSDKChild, SDKInput{
 		Provider:   r.in.Provider,
 		RunID:      childID,
 		Request:    req,
 		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
+		RequestRef: r.requestRef,
 	})
 	var failed error
 	done := false
@@ -280,7 +290,8 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 
 	var out Outcome
 	err = fut.Get(ctx, &out)
-	cancelled := ctx.Err() != nil
+	deadline.stop()
+	cancelled := ctx.Err() != nil || deadline.passed
 	switch {
 	case err != nil && !r.settled:
 		return r.reject(ctx, err)

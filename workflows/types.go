@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"time"
+
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 )
@@ -48,6 +50,10 @@ type StartInput struct {
 	ChildID string `json:"childId,omitempty"`
 	// Batch, when set, is upserted as the SubagentBatch search attribute.
 	Batch string `json:"batch,omitempty"`
+	// Timeout, when positive, is the run's deadline, counted from the workflow's start: when
+	// it passes, the drive is cancelled as a cancel of the workflow would, the child ends
+	// aborted with its partial answer, and the run completes with that outcome.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // RootSession is what CreateRootSession needs to create a root parent session.
@@ -63,6 +69,15 @@ type RootSession struct {
 type CreateRootSessionInput struct {
 	SessionID string      `json:"sessionId"`
 	Root      RootSession `json:"root"`
+	// Provider and Request, when Request is set, are the delegation the root is created
+	// for: the activity makes the checks Publish would make against the new root before it
+	// creates it, so a request Publish would reject leaves no root session behind.
+	Provider string            `json:"provider,omitempty"`
+	Request  *subagent.Request `json:"request,omitempty"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // PublishInput is the input of Publish: create (if absent) and publish the child session
@@ -71,6 +86,10 @@ type PublishInput struct {
 	Provider string           `json:"provider"`
 	ChildID  string           `json:"childId"`
 	Request  subagent.Request `json:"request"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // Published is what the caller learns at publication (SPEC R-71): the result of Publish,
@@ -97,6 +116,10 @@ type DriveInput struct {
 	// the workflow runs them as child workflows. Without it (a workflow recorded before
 	// child workflows) the drive runs each as a separate workflow and waits for it.
 	Yield bool `json:"yield,omitempty"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // DriveSummary is the small result of Drive.
@@ -116,6 +139,10 @@ type ReadResultInput struct {
 	ChildID   string           `json:"childId"`
 	Request   subagent.Request `json:"request"`
 	Cancelled bool             `json:"cancelled,omitempty"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // SDKInput is the input of RunSDKChild. RunID is the child id chosen by the workflow;
@@ -125,6 +152,10 @@ type SDKInput struct {
 	RunID      string           `json:"runId"`
 	Request    subagent.Request `json:"request"`
 	WorkflowID string           `json:"workflowId"`
+	// RequestRef, when set, names the whole request, stored because it is big (see
+	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
+	// carries the current parent.
+	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // Outcome is the result of ReadResult, of RunSDKChild and of StartSubagent, and the details
@@ -133,6 +164,9 @@ type Outcome struct {
 	ChildID string          `json:"childId"`
 	Depth   int64           `json:"depth"`
 	Result  subagent.Result `json:"result"`
+	// ResultRef, when set, says the result was too big to travel inline (PayloadThreshold):
+	// Result holds only the stop reason, and client.ResolveOutcome fetches the rest.
+	ResultRef *PayloadRef `json:"resultRef,omitempty"`
 }
 
 // Progress is the heartbeat detail of Drive and RunSDKChild: subagent.Progress, the one

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// maxTaskBytes bounds the StartSubagent input of one batch task, JSON-encoded. The input
+// travels as one Temporal payload (limit 2 MiB) next to the batch's own; a bigger task
+// would start, fail and be retried instead of being refused up front.
+const maxTaskBytes = 1 << 20
+
+// maxReported bounds the bad lines one batch check reports.
+const maxReported = 20
+
+// readTasks reads and checks every task of the file at path and returns them with the
+// file's size. Every bad line is reported, each with the file and its line number, in one
+// usageError: lines that do not parse, tasks a run would refuse before publication, task
+// ids used twice, cwds that are not directories, and tasks over maxTaskBytes. A UTF-8 byte
+// order mark at the start of the file is ignored.
+func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task, int64, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, 0, usagef("starter batch: %v", err)
+	}
+	defer file.Close()
+	var (
+		tasks  []workflows.Task
+		size   int64
+		bad    []string
+		nBad   int
+		idLine = map[string]int{}
+	)
+	report := func(n int, err error) {
+		nBad++
+		if len(bad) < maxReported {
+			bad = append(bad, fmt.Sprintf("starter batch: %s:%d: %v", path, n, err))
+		}
+	}
+	r := bufio.NewReader(file)
+	for n := 1; ; n++ {
+		line, err := r.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return nil, 0, usagef("starter batch: read %s: %v", path, err)
+		}
+		if len(line) == 0 && err == io.EOF {
+			break
+		}
+		size += int64(len(line))
+		t, blank, perr := workflows.ParseTaskLine(line)
+		if blank {
+			continue
+		}
+		if perr == nil {
+			perr = checkTask(t, batchID, d)
+		}
+		if perr == nil && t.ID != "" {
+			if first, dup := idLine[t.ID]; dup {
+				perr = fmt.Errorf("task id %q is also the id of line %d", t.ID, first)
+			} else {
+				idLine[t.ID] = n
+			}
+		}
+		if perr != nil {
+			report(n, perr)
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	if nBad > 0 {
+		if nBad > len(bad) {
+			bad = append(bad, fmt.Sprintf("starter batch: %s: %d more bad lines", path, nBad-len(bad)))
+		}
+		return nil, 0, usagef("%s", strings.Join(bad, "\n"))
+	}
+	if len(tasks) == 0 {
+		return nil, 0, usagef("starter batch: %s: no tasks", path)
+	}
+	return tasks, size, nil
+}
+
+// checkTask makes the checks of `starter run` and of the workflow before publication, so a
+// bad line stops the batch before anything runs, and checks that the task fits in one
+// payload and that its cwd, when it creates a root session, is a directory.
+func checkTask(t workflows.Task, batchID string, d workflows.TaskDefaults) error {
+	in, err := t.StartInput(batchID, d)
+	if err != nil {
+		return err
+	}
+	if in.Root != nil && in.Root.Route.Provider == model.ProviderScripted && in.Root.Route.Model == "" {
+		return fmt.Errorf("task: model-provider %s needs model SCRIPT.json", model.ProviderScripted)
+	}
+	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
+		var ve *subagent.ValidationError
+		if errors.As(err, &ve) {
+			return errors.New(ve.Message)
+		}
+		return err
+	}
+	if in.Root != nil {
+		if st, err := os.Stat(in.Root.Cwd); err != nil || !st.IsDir() {
+			return fmt.Errorf("task: cwd %s is not a directory", in.Root.Cwd)
+		}
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("task: encode: %w", err)
+	}
+	if len(raw) > maxTaskBytes {
+		return fmt.Errorf("task: %d bytes, over the limit of %d bytes per task", len(raw), maxTaskBytes)
+	}
+	return nil
+}
+
+// utf8BOM is the byte order mark some editors write at the start of a UTF-8 file.
+var utf8BOM = []byte("\ufeff")
+
+// trimBOM returns data without a leading UTF-8 byte order mark.
+func trimBOM(data []byte) []byte { return bytes.TrimPrefix(data, utf8BOM) }

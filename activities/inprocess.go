@@ -44,7 +44,9 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 
 // Drive runs the child's one turn, resuming from the session store what an earlier attempt
 // left unfinished (SPEC R-73), and heartbeats its Progress every interval. When the store
-// leases sessions (session.Leaser), Drive holds the child's lease while it runs.
+// leases sessions (session.Leaser), Drive holds the child's lease while it runs and appends
+// through it, fenced; if another attempt takes the lease over, Drive stops the child and
+// returns a retryable error (its result is not wanted: the server already retried it).
 //
 // A context cancelled by the workflow's cancel (its cause is a temporal.CanceledError) aborts
 // the turn with cause parent; Drive returns once the turn/end is written, with the context's
@@ -69,10 +71,10 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 	prog.set(workflows.Progress{Phase: phaseLeasing})
 	stopHeartbeat := a.startHeartbeat(ctx, prog.get)
 	defer stopHeartbeat()
-	release, err := a.lease(ctx, log, in.ChildID)
+	lease, err := a.lease(ctx, log, in.ChildID)
 	switch {
 	case err == nil:
-		defer release()
+		defer lease.end()
 	case ctx.Err() != nil:
 		return workflows.DriveSummary{}, ctx.Err()
 	case isClosed(activity.GetWorkerStopChannel(ctx)):
@@ -101,12 +103,13 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 			Request:    in.Request,
 			OnProgress: func(p inprocess.Progress) { prog.set(p) },
 			Tools:      []tools.Tool{nested},
+			Store:      lease.store,
 		})
 		done <- driveOutcome{p, err}
 	}()
 
 	var res driveOutcome
-	stopping, lost := false, false
+	stopping, lost, fenced := false, false, false
 	select {
 	case res = <-done:
 	case <-activity.GetWorkerStopChannel(ctx):
@@ -123,6 +126,13 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 		log.Warn("drive lost its activity: suspending the child, its turn stays unfinished",
 			zap.NamedError("cause", context.Cause(ctx)))
 		res = a.suspend(ctx, log, in.ChildID, done)
+	case <-lease.lost:
+		// Another worker's retry took the session over (this one was frozen or cut off past
+		// the lease's expiry): the store refuses this drive's appends, so stop it here.
+		fenced = true
+		log.Warn("drive lost its session lease: stopping, the holder's retry continues the turn",
+			zap.Error(lease.err()))
+		res = a.suspend(ctx, log, in.ChildID, done)
 	}
 	prog.set(res.progress)
 	sum := workflows.DriveSummary{
@@ -133,6 +143,8 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 		return sum, workerStopping("drive of child " + in.ChildID)
 	case lost:
 		return sum, fmt.Errorf("activities: drive %s: suspended, the retry resumes it: %w", in.ChildID, context.Cause(ctx))
+	case fenced:
+		return sum, fmt.Errorf("activities: drive %s: stopped, another attempt holds the session: %w", in.ChildID, lease.err())
 	case res.err != nil && driveCtx.Err() != nil:
 		log.Info("drive cancelled: the child's turn ended aborted (cause parent)")
 		return sum, ctx.Err()

@@ -93,15 +93,17 @@ func (d *delegations) all() []workflows.Delegation {
 // renders a result it waited for (subagenttool.ToolResult), and syncs. Calls that have a result
 // already (a retried attempt) are skipped. The results are read from the runs through the
 // client: a Canceled run's details carry its aborted outcome, partial output included; a
-// rejected run's failure its exact message. It holds the session lease while it writes.
+// rejected run's failure its exact message. It holds the session lease while it writes, and
+// writes fenced by it.
 func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNestedInput) error {
 	log := a.logger(ctx, in.ChildID)
-	release, err := a.lease(ctx, log, in.ChildID)
+	lease, err := a.lease(ctx, log, in.ChildID)
 	if err != nil {
 		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 	}
-	defer release()
-	_, events, err := a.store.Load(ctx, in.ChildID)
+	defer lease.end()
+	store := lease.store // fenced: a stale attempt's writes are refused
+	_, events, err := store.Load(ctx, in.ChildID)
 	if err != nil {
 		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 	}
@@ -130,14 +132,14 @@ func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNested
 			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 		}
 		ev.Seq = seq
-		if err := a.store.Append(ctx, in.ChildID, ev); err != nil {
+		if err := store.Append(ctx, in.ChildID, ev); err != nil {
 			return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 		}
 		seq++
 		log.Info("nested result recorded", zap.String("callId", call.CallID),
 			zap.String("nestedWorkflowId", call.WorkflowID), zap.String("stopReason", string(res.StopReason)))
 	}
-	if err := a.store.Sync(ctx, in.ChildID); err != nil {
+	if err := store.Sync(ctx, in.ChildID); err != nil {
 		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 	}
 	return nil

@@ -51,6 +51,10 @@ type DriveRequest struct {
 	// the request's tool filter: a tool it does not allow is not registered. Create must
 	// have been told their names (CreateRequest.RunTools) for the filter to name them.
 	Tools []tools.Tool
+	// Store, when set, is what the child reads and appends through for this drive instead of
+	// the Host's store: a session lease's fenced view (session.Lease.Store), so a drive that
+	// lost its lease to another holder writes nothing more.
+	Store session.Store
 }
 
 // child is a child agent opened by this Host, with what the drive installed on it.
@@ -122,7 +126,11 @@ func (e *InterruptedError) Unwrap() error { return e.Err }
 // open opens the child agent and installs the runtime-only setup; interrupt is
 // agent.Options.InterruptOnRetryable. On failure nothing stays open.
 func (h *Host) open(ctx context.Context, dr DriveRequest, interrupt bool) (_ *child, err error) {
-	hd, events, err := h.store.Load(ctx, dr.ChildID)
+	store := h.store
+	if dr.Store != nil {
+		store = dr.Store
+	}
+	hd, events, err := store.Load(ctx, dr.ChildID)
 	if err != nil {
 		return nil, fmt.Errorf("inprocess: open child %s: %w", dr.ChildID, err)
 	}
@@ -134,7 +142,7 @@ func (h *Host) open(ctx context.Context, dr DriveRequest, interrupt bool) (_ *ch
 		return nil, fmt.Errorf("inprocess: open child %s: %w", dr.ChildID, err)
 	}
 	a, err := agent.Open(ctx, agent.Options{
-		Store: h.store, SessionID: dr.ChildID, Models: h.models, Tools: h.tools, Preset: preset, Logger: h.log,
+		Store: store, SessionID: dr.ChildID, Models: h.models, Tools: h.tools, Preset: preset, Logger: h.log,
 		InterruptOnRetryable: interrupt, Protected: h.protected,
 	})
 	if err != nil {

@@ -49,7 +49,7 @@ func leaseAcrossProcesses(t *testing.T, storeSpec string) {
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	_, err := leaser.Lease(ctx, pub.ChildID)
+	_, err := session.TakeLease(ctx, leaser, pub.ChildID, time.Minute)
 	cancel()
 	require.ErrorIs(t, err, session.ErrLeased, "a second drive of the session waits, then fails clearly")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -70,7 +70,7 @@ func leaseAcrossProcesses(t *testing.T, storeSpec string) {
 
 	ctx, cancel = context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	release, err := leaser.Lease(ctx, pub.ChildID)
+	lease, err := session.TakeLease(ctx, leaser, pub.ChildID, time.Minute)
 	require.NoError(t, err, "the drive released the lease")
-	require.NoError(t, release())
+	require.NoError(t, lease.Release())
 }

@@ -5,12 +5,13 @@
 //	worker [--task-queue subflow] [--session-root DIR] [--presets FILE]
 //	       [--sdk-command CMD [--sdk-arg ARG]...] [--child-env NAME]... [--log-level info]
 //	       [--metrics-addr 127.0.0.1:9090] [--max-concurrent-activities N]
-//	       [--subagent-provider spawn] [--subagent-max-depth 3]
+//	       [--subagent-provider spawn] [--subagent-max-depth 3] [--heartbeat-interval 1s]
 //	worker child-runtime [--config FILE]
 //
 // The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, temporal.toml profiles); the DeepSeek key from DEEPSEEK_API_KEY;
-// SUBFLOW_SESSION_ROOT and SUBFLOW_SESSION_STORE choose the session store. Logs are JSON lines
+// SUBFLOW_SESSION_ROOT and SUBFLOW_SESSION_STORE choose the session store;
+// SUBFLOW_HEARTBEAT_INTERVAL is the default of --heartbeat-interval. Logs are JSON lines
 // on stderr; with --metrics-addr the Temporal SDK's metrics are served for Prometheus on
 // http://ADDR/metrics.
 package main
@@ -44,6 +45,8 @@ func run() int {
 	flag.StringVar(&opts.SDKCommand, "sdk-command", "", "sdk child command (default: this executable "+app.ChildRuntimeArg+")")
 	flag.Var(&sdkArgs, "sdk-arg", "argument of the sdk child command (repeatable)")
 	flag.Var(&childEnv, "child-env", "pass the environment variable `NAME` to sdk children besides the built-in allowlist (repeatable)")
+	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0,
+		"how often a running drive heartbeats, at most 1s; each heartbeat is one Temporal call (default $"+app.EnvHeartbeatInterval+", else 1s)")
 	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	flag.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,

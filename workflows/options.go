@@ -9,11 +9,13 @@ import (
 
 // Timeouts of the activities (DESIGN "Temporal conventions"). Drive and RunSDKChild
 // heartbeat at least once a second, so a dead worker is noticed within HeartbeatTimeout and
-// a cancel reaches a running child within one heartbeat interval (SPEC R-72).
+// a cancel reaches a running child within one heartbeat interval (SPEC R-72). HeartbeatTimeout
+// is three intervals: one late heartbeat does not fail a drive, and a killed worker's drive
+// is retried elsewhere about HeartbeatTimeout + 1 s (the first retry interval) after the kill.
 const (
 	ShortTimeout     = 30 * time.Second
 	DriveTimeout     = 2 * time.Hour
-	HeartbeatTimeout = 10 * time.Second
+	HeartbeatTimeout = 3 * time.Second
 )
 
 // shortOptions are those of CreateRootSession, Publish and ReadResult: seconds of work,

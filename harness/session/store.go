@@ -60,26 +60,6 @@ var (
 	ErrClosed = errors.New("session store is closed")
 )
 
-// ErrLeased: another holder kept the session's lease until the caller's context ended.
-var ErrLeased = errors.New("session is leased by another holder")
-
-// Leaser is implemented by stores that grant exclusive leases on sessions. A drive holds the
-// lease of its session while it appends, so a second drive of the same session, in this or
-// another process or host sharing the store, waits or fails clearly instead of racing it for
-// seqs (which Append would reject, but only after both did the work).
-type Leaser interface {
-	// Lease blocks until the caller holds the session's lease. The session must exist, else
-	// the error wraps ErrNotFound. If the lease stays held by another until ctx ends, the
-	// error names the session and wraps both ErrLeased and ctx.Err(). Lease tries once even
-	// if ctx has already ended, so a done ctx asks for the lease without waiting.
-	//
-	// Leases are exclusive per session across every store instance on the same backing data,
-	// including two Lease calls on one instance. A lease ends when release is called (later
-	// calls return nil) or when its holder dies: the operating system or the database frees
-	// it when the holding process exits, however it exits. A lease is independent of the
-	// store's other state: closing the store does not end it.
-	Lease(ctx context.Context, id string) (release func() error, err error)
-}
 
 // ValidateID returns an error wrapping ErrInvalidID if id is empty, ".", "..", or holds a path
 // separator or a NUL byte. Every store applies these rules, so an id good for one store is good

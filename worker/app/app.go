@@ -44,11 +44,6 @@ func MaybeRunChildRuntime() {
 // suspend and for sdk children to go through the whole dispose ladder (SPEC R-55).
 const DefaultStopTimeout = 20 * time.Second
 
-// heartbeatThrottle caps how long the SDK batches heartbeats before sending one: a cancel
-// reaches an activity only with a heartbeat response, and must do so within one heartbeat
-// interval (SPEC R-72).
-const heartbeatThrottle = time.Second
-
 // Options configure New. The zero value serves task queue "subflow" with sessions under
 // DefaultSessionRoot and the running executable as the sdk child command.
 type Options struct {
@@ -70,6 +65,13 @@ type Options struct {
 	// ChildEnv names worker environment variables sdk children get besides the built-in
 	// allowlist (sdkproc.Config.ChildEnv, docs/sdk-children.md).
 	ChildEnv []string
+	// HeartbeatInterval is how often a running drive heartbeats to the Temporal server, each
+	// time one RecordActivityTaskHeartbeat call (billed as an action on Temporal Cloud). A
+	// cancel reaches a drive within one interval. 0 means $SUBFLOW_HEARTBEAT_INTERVAL, else
+	// activities.DefaultHeartbeatInterval (1 s), which is also the largest allowed. A dead
+	// worker's drive is retried elsewhere after workflows.HeartbeatTimeout whatever the
+	// interval.
+	HeartbeatInterval time.Duration
 	// StopTimeout is how long Stop lets running activities wind down (worker.Options
 	// WorkerStopTimeout); 0 means DefaultStopTimeout.
 	StopTimeout time.Duration
@@ -124,14 +126,19 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 
 		SubagentProvider: opts.SubagentProvider,
 		SubagentMaxDepth: opts.SubagentMaxDepth,
+
+		HeartbeatInterval: opts.HeartbeatInterval,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
 	}
+	// The SDK batches heartbeats for up to its throttle interval before sending one; capped at
+	// the interval, every heartbeat is sent, so a cancel (which comes back with a heartbeat
+	// response) reaches the drive within one interval (SPEC R-72).
 	w = worker.New(c, opts.TaskQueue, worker.Options{
 		WorkerStopTimeout:                  opts.StopTimeout,
-		MaxHeartbeatThrottleInterval:       heartbeatThrottle,
-		DefaultHeartbeatThrottleInterval:   heartbeatThrottle,
+		MaxHeartbeatThrottleInterval:       opts.HeartbeatInterval,
+		DefaultHeartbeatThrottleInterval:   opts.HeartbeatInterval,
 		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 	})
 	workflows.Register(w)

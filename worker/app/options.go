@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -18,6 +20,8 @@ const (
 	// EnvSessionStore is the default session store spec (storeopen.Open): a directory or a
 	// postgres:// URL. It wins over EnvSessionRoot.
 	EnvSessionStore = storeopen.EnvVar
+	// EnvHeartbeatInterval is the default Options.HeartbeatInterval, a Go duration ("500ms").
+	EnvHeartbeatInterval = "SUBFLOW_HEARTBEAT_INTERVAL"
 )
 
 // DefaultSessionRoot returns $SUBFLOW_SESSION_ROOT when set, else the per-user data
@@ -86,6 +90,20 @@ func (o Options) withDefaults() (Options, error) {
 			return o, err
 		}
 		o.SDKCommand, o.SDKArgs = cmd, args
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = activities.DefaultHeartbeatInterval
+		if v := os.Getenv(EnvHeartbeatInterval); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return o, fmt.Errorf("app: $%s: %w", EnvHeartbeatInterval, err)
+			}
+			o.HeartbeatInterval = d
+		}
+	}
+	if o.HeartbeatInterval < 0 || o.HeartbeatInterval > activities.DefaultHeartbeatInterval {
+		return o, fmt.Errorf("app: heartbeat interval %v must be positive and at most %v (a cancel reaches a drive within one interval)",
+			o.HeartbeatInterval, activities.DefaultHeartbeatInterval)
 	}
 	if o.StopTimeout == 0 {
 		o.StopTimeout = DefaultStopTimeout

@@ -25,7 +25,11 @@ func TestFileStoreContract(t *testing.T) {
 // leaseHolderEnv makes the test binary a lease holder: see TestLeaseDiesWithProcess.
 const leaseHolderEnv = "SUBFLOW_TEST_LEASE_HOLDER_ROOT"
 
-// TestLeaseDiesWithProcess kills a process holding a lease and takes the lease after it.
+// holderTTL is the lease ttl of the killed holder: its lease ends that long after its death.
+const holderTTL = 300 * time.Millisecond
+
+// TestLeaseDiesWithProcess kills a process holding a lease and takes the lease after it: the
+// dead holder no longer renews, so the lease expires.
 func TestLeaseDiesWithProcess(t *testing.T) {
 	if root := os.Getenv(leaseHolderEnv); root != "" {
 		holdLease(t, root)
@@ -49,23 +53,24 @@ func TestLeaseDiesWithProcess(t *testing.T) {
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = s.Lease(done, "s")
+	_, err = session.TakeLease(done, s, "s", time.Minute)
 	require.ErrorIs(t, err, session.ErrLeased, "the other process holds the lease")
 
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 	wait, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	release, err := s.Lease(wait, "s")
+	lease, err := session.TakeLease(wait, s, "s", time.Minute)
 	require.NoError(t, err, "the lease died with its holder")
-	assert.NoError(t, release())
+	assert.Equal(t, int64(2), lease.Token(), "the dead holder had token 1")
+	assert.NoError(t, lease.Release())
 }
 
 // holdLease is the child's side: take the lease, say so, and wait to be killed.
 func holdLease(t *testing.T, root string) {
 	s, err := filestore.New(root)
 	require.NoError(t, err)
-	_, err = s.Lease(ctx, "s")
+	_, err = session.TakeLease(ctx, s, "s", holderTTL)
 	require.NoError(t, err)
 	fmt.Println("leased")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')

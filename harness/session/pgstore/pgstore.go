@@ -6,6 +6,8 @@
 //	subflow_events   (session_id text references subflow_sessions on delete cascade,
 //	                  seq bigint, type text, time timestamptz, data json,
 //	                  primary key (session_id, seq))
+//	subflow_leases   (session_id text primary key references subflow_sessions on delete cascade,
+//	                  token bigint, expires timestamptz)
 //
 // Event data is json, not jsonb, so Load returns the bytes that were appended (jsonb would
 // reorder keys and reject the \u0000 a tool's output may hold). Event times are kept to the
@@ -18,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -43,12 +44,20 @@ CREATE TABLE IF NOT EXISTS subflow_events (
 	time       timestamptz NOT NULL,
 	data       json NOT NULL,
 	PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS subflow_leases (
+	session_id text PRIMARY KEY REFERENCES subflow_sessions (id) ON DELETE CASCADE,
+	token      bigint NOT NULL,
+	expires    timestamptz NOT NULL
 );`
 
 // schemaLockKey is the advisory lock taken while creating the schema ("subflow\x00" as bytes).
 const schemaLockKey = 0x737562666c6f7700
 
 // Store is a session.Store and session.Leaser on PostgreSQL. It is safe for concurrent use.
+// Every operation, leases included, borrows a connection of one pool (bounded by the DSN's
+// pool_max_conns, default the larger of 4 and the number of CPUs) for one statement: a lease
+// is a row, not a connection, so any number of drives share the pool.
 //
 // Append is one INSERT, so one transaction: it writes the batch only if its first seq is the
 // next of the log as committed, and the (session_id, seq) primary key turns any race between
@@ -101,7 +110,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}, nil
 }
 
-// Close closes the connection pool. Leases are not affected: each holds its own connection.
+// Close closes the connection pool. Leases are rows: they stay until released or expired.
 func (s *Store) Close() error {
 	s.pool.Close()
 	return nil
@@ -150,9 +159,30 @@ SELECT $1, e.seq, e.type, e.time, e.data::json
 FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::text[]) AS e (seq, type, time, data)
 WHERE (SELECT coalesce(max(seq) + 1, 0) FROM subflow_events WHERE session_id = $1) = $6`
 
+// fencedAppendSQL is appendSQL that also requires the session's lease token to be $7. It
+// locks the lease row (FOR SHARE), so a takeover (an UPDATE of the row) waits for it to
+// commit, and an append that waited for a takeover sees the new token.
+const fencedAppendSQL = `
+WITH fence AS (SELECT token FROM subflow_leases WHERE session_id = $1 FOR SHARE)
+INSERT INTO subflow_events (session_id, seq, type, time, data)
+SELECT $1, e.seq, e.type, e.time, e.data::json
+FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::text[]) AS e (seq, type, time, data)
+WHERE (SELECT coalesce(max(seq) + 1, 0) FROM subflow_events WHERE session_id = $1) = $6
+AND (SELECT token FROM fence) = $7`
+
 // Append adds events to the end of the log (see session.Store). Subscribers are called after
 // the commit, from this goroutine, in seq order.
 func (s *Store) Append(ctx context.Context, id string, events ...session.Event) error {
+	return s.append(ctx, id, nil, events)
+}
+
+// AppendFenced appends if token is the session's lease token (see session.Leaser).
+func (s *Store) AppendFenced(ctx context.Context, id string, token int64, events ...session.Event) error {
+	return s.append(ctx, id, &token, events)
+}
+
+// append is Append, fenced by *token when token is not nil.
+func (s *Store) append(ctx context.Context, id string, token *int64, events []session.Event) error {
 	if err := session.ValidateID(id); err != nil {
 		return opErr("append", id, err)
 	}
@@ -182,7 +212,13 @@ func (s *Store) Append(ctx context.Context, id string, events ...session.Event) 
 
 	unlock := s.lock(id)
 	defer unlock()
-	tag, err := s.pool.Exec(ctx, appendSQL, id, seqs, types, times, datas, first)
+	var tag pgconn.CommandTag
+	var err error
+	if token == nil {
+		tag, err = s.pool.Exec(ctx, appendSQL, id, seqs, types, times, datas, first)
+	} else {
+		tag, err = s.pool.Exec(ctx, fencedAppendSQL, id, seqs, types, times, datas, first, *token)
+	}
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
@@ -196,7 +232,7 @@ func (s *Store) Append(ctx context.Context, id string, events ...session.Event) 
 		return opErr("append", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return opErr("append", id, s.appendRefused(ctx, id, events[0]))
+		return opErr("append", id, s.appendRefused(ctx, id, token, events[0]))
 	}
 	// Still under the session's lock, so batches of concurrent appenders reach subscribers in
 	// seq order.
@@ -204,16 +240,22 @@ func (s *Store) Append(ctx context.Context, id string, events ...session.Event) 
 	return nil
 }
 
-// appendRefused says why appendSQL inserted nothing: no session, or another next seq.
-func (s *Store) appendRefused(ctx context.Context, id string, e session.Event) error {
+// appendRefused says why appendSQL or fencedAppendSQL inserted nothing: no session, a stale
+// token, or another next seq.
+func (s *Store) appendRefused(ctx context.Context, id string, token *int64, e session.Event) error {
 	var next *int64
-	err := s.pool.QueryRow(ctx, `SELECT (SELECT coalesce(max(seq) + 1, 0) FROM subflow_events WHERE session_id = $1)
-		FROM subflow_sessions WHERE id = $1`, id).Scan(&next)
+	var current *int64
+	err := s.pool.QueryRow(ctx, `SELECT (SELECT coalesce(max(seq) + 1, 0) FROM subflow_events WHERE session_id = $1),
+		(SELECT token FROM subflow_leases WHERE session_id = $1)
+		FROM subflow_sessions WHERE id = $1`, id).Scan(&next, &current)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return session.ErrNotFound
 	}
 	if err != nil {
 		return err
+	}
+	if token != nil && (current == nil || *current != *token) {
+		return &session.FencedError{Token: *token}
 	}
 	return fmt.Errorf("%w: event 0 (%s) has seq %d, want %d", session.ErrSeqConflict, e.Type, e.Seq, *next)
 }
@@ -287,95 +329,62 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// Lease polling backoff: short at first, so a handover between drives is quick, and capped so
-// a long wait costs the server little.
-const (
-	leaseFirstWait = 5 * time.Millisecond
-	leaseMaxWait   = 250 * time.Millisecond
-	// leaseFirstTryTimeout bounds connecting, the first try and the final check, which ignore
-	// ctx's end.
-	leaseFirstTryTimeout = 10 * time.Second
-)
+// tryLeaseSQL takes the lease row when it is free (absent, released or expired by the
+// database's clock) with the next token; it returns no row when the lease is live or the
+// session is missing. The row is kept on release, so tokens only grow.
+const tryLeaseSQL = `
+INSERT INTO subflow_leases AS l (session_id, token, expires)
+SELECT id, 1, now() + $2 * interval '1 microsecond' FROM subflow_sessions WHERE id = $1
+ON CONFLICT (session_id) DO UPDATE SET token = l.token + 1, expires = excluded.expires
+WHERE l.expires <= now()
+RETURNING token`
 
-// Lease holds a session-level advisory lock (pg_advisory_lock on a 64-bit hash of the id) on
-// a connection of its own, opened for the lease and closed by release (see session.Leaser).
-// While another connection holds the lock it polls pg_try_advisory_lock with backoff until ctx
-// ends. The server frees the lock when the holder's connection closes, so a crashed holder's
-// lease ends as soon as the server sees the connection drop; the connection asks the server for
-// TCP keepalives so that a vanished host is noticed within about a minute. A holder cut off
-// that long may lose the lease without knowing: its appends still cannot interleave with the
-// next holder's, which Append's seq check guarantees.
-func (s *Store) Lease(ctx context.Context, id string) (release func() error, err error) {
+// TryLease grants the lease if its row says it is free (see session.Leaser).
+func (s *Store) TryLease(ctx context.Context, id string, ttl time.Duration) (int64, error) {
 	if err := session.ValidateID(id); err != nil {
-		return nil, opErr("lease", id, err)
+		return 0, opErr("lease", id, err)
 	}
-	cfg := s.pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["tcp_keepalives_idle"] = "30"
-	cfg.RuntimeParams["tcp_keepalives_interval"] = "10"
-	cfg.RuntimeParams["tcp_keepalives_count"] = "3"
-	// The first try ignores ctx's end, so a done ctx asks for the lease without waiting.
-	first, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseFirstTryTimeout)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(first, cfg)
+	var token int64
+	err := s.pool.QueryRow(ctx, tryLeaseSQL, id, ttl.Microseconds()).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err = s.exists(ctx, s.pool, id); err == nil {
+			err = session.ErrLeased
+		}
+	}
 	if err != nil {
-		return nil, opErr("lease", id, err)
+		return 0, opErr("lease", id, err)
 	}
-	fail := func(err error) (func() error, error) {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn.Close(closeCtx) // frees the lock if we got it
-		return nil, opErr("lease", id, err)
-	}
-	key := leaseKey(id)
-	wait := leaseFirstWait
-	for try := first; ; try = ctx {
-		var ok bool
-		err := conn.QueryRow(try, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
-		if err != nil {
-			if try == ctx && ctx.Err() != nil {
-				return fail(fmt.Errorf("%w: %w", session.ErrLeased, ctx.Err()))
-			}
-			return fail(err)
-		}
-		if ok {
-			break
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return fail(fmt.Errorf("%w: %w", session.ErrLeased, ctx.Err()))
-		case <-timer.C:
-		}
-		wait = min(2*wait, leaseMaxWait)
-	}
-	// Checked under the lease, so a session removed while we waited is not granted.
-	check, cancelCheck := context.WithTimeout(context.WithoutCancel(ctx), leaseFirstTryTimeout)
-	defer cancelCheck()
-	if err := s.exists(check, conn, id); err != nil {
-		return fail(err)
-	}
-	return sync.OnceValue(func() error {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := conn.Exec(closeCtx, "SELECT pg_advisory_unlock($1)", key)
-		if cerr := conn.Close(closeCtx); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return opErr("release lease", id, err)
-		}
-		return nil
-	}), nil
+	return token, nil
 }
 
-// leaseKey maps a session id to its advisory lock key. Advisory locks are per database, so the
-// hash covers a namespace too; two ids colliding would only share a lease.
-func leaseKey(id string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("subflow/session-lease/"))
-	h.Write([]byte(id))
-	return int64(h.Sum64())
+// RenewLease extends the lease of token (see session.Leaser).
+func (s *Store) RenewLease(ctx context.Context, id string, token int64, ttl time.Duration) error {
+	if err := session.ValidateID(id); err != nil {
+		return opErr("renew lease", id, err)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE subflow_leases SET expires = now() + $3 * interval '1 microsecond'
+		WHERE session_id = $1 AND token = $2`, id, token, ttl.Microseconds())
+	if err == nil && tag.RowsAffected() == 0 {
+		err = s.fenced(ctx, id, token)
+	}
+	return opErr("renew lease", id, err)
+}
+
+// ReleaseLease ends the lease of token (see session.Leaser).
+func (s *Store) ReleaseLease(ctx context.Context, id string, token int64) error {
+	if err := session.ValidateID(id); err != nil {
+		return opErr("release lease", id, err)
+	}
+	_, err := s.pool.Exec(ctx, "UPDATE subflow_leases SET expires = '-infinity' WHERE session_id = $1 AND token = $2", id, token)
+	return opErr("release lease", id, err)
+}
+
+// fenced says why a statement guarded by token changed nothing: no session, or a stale token.
+func (s *Store) fenced(ctx context.Context, id string, token int64) error {
+	if err := s.exists(ctx, s.pool, id); err != nil {
+		return err
+	}
+	return &session.FencedError{Token: token}
 }
 
 // querier is what header and exists need of a pool, a transaction or a connection.

@@ -96,12 +96,16 @@ func TestOpenErrorHidesPassword(t *testing.T) {
 // leaseHolderEnv makes the test binary a lease holder: see TestLeaseDiesWithProcess.
 const leaseHolderEnv = "SUBFLOW_TEST_LEASE_HOLDER_DSN"
 
-// TestLeaseDiesWithProcess kills a process holding a lease and takes the lease after it.
+// holderTTL is the lease ttl of the killed holder: its lease ends that long after its death.
+const holderTTL = 300 * time.Millisecond
+
+// TestLeaseDiesWithProcess kills a process holding a lease and takes the lease after it: the
+// dead holder no longer renews, so the lease expires.
 func TestLeaseDiesWithProcess(t *testing.T) {
 	if dsn := os.Getenv(leaseHolderEnv); dsn != "" {
 		s, err := pgstore.Open(ctx, dsn)
 		require.NoError(t, err)
-		_, err = s.Lease(ctx, "s")
+		_, err = session.TakeLease(ctx, s, "s", holderTTL)
 		require.NoError(t, err)
 		fmt.Println("leased")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until killed
@@ -128,14 +132,53 @@ func TestLeaseDiesWithProcess(t *testing.T) {
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = s.Lease(done, "s")
+	_, err = session.TakeLease(done, s, "s", time.Minute)
 	require.ErrorIs(t, err, session.ErrLeased, "the other process holds the lease")
 
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 	wait, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	release, err := s.Lease(wait, "s")
+	lease, err := session.TakeLease(wait, s, "s", time.Minute)
 	require.NoError(t, err, "the lease died with its holder")
-	assert.NoError(t, release())
+	assert.Equal(t, int64(2), lease.Token(), "the dead holder had token 1")
+	assert.NoError(t, lease.Release())
+}
+
+// TestLeasesShareThePool holds many more leases than the pool has connections, and appends
+// under each: a lease is a row, not a connection, so the server sees at most the pool's
+// connections whatever the number of drives.
+func TestLeasesShareThePool(t *testing.T) {
+	dsn := freshSchema(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	app := fmt.Sprintf("subflow_pool_%08x", rand.Uint32())
+	q := u.Query()
+	q.Set("pool_max_conns", "2")
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	s := open(t, u.String())
+
+	const drives = 20
+	var leases []*session.Lease
+	for i := range drives {
+		id := fmt.Sprintf("s%d", i)
+		require.NoError(t, s.Create(ctx, session.Header{ID: id, Cwd: "/"}))
+		lease, err := session.TakeLease(ctx, s, id, time.Minute)
+		require.NoError(t, err)
+		leases = append(leases, lease)
+	}
+	for i, lease := range leases {
+		require.NoError(t, lease.Store().Append(ctx, fmt.Sprintf("s%d", i),
+			session.Event{Seq: 0, Type: "test", Time: time.Now(), Data: []byte(`{}`)}))
+	}
+	admin, err := pgx.Connect(ctx, testDSN(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var conns int
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&conns))
+	assert.LessOrEqual(t, conns, 2, "%d leases held", drives)
+	for _, lease := range leases {
+		require.NoError(t, lease.Release())
+	}
 }

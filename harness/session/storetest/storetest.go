@@ -50,6 +50,10 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 		{"LeaseIsExclusive", testLeaseIsExclusive},
 		{"LeaseWaitsForRelease", testLeaseWaitsForRelease},
 		{"LeaseOfMissingSession", testLeaseOfMissingSession},
+		{"LeaseExpires", testLeaseExpires},
+		{"StaleTokenIsFenced", testStaleTokenIsFenced},
+		{"TakeoverFencesRacingHolder", testTakeoverFencesRacingHolder},
+		{"FrozenHolderLosesLease", testFrozenHolderLosesLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, &suite{newStore: newStore, prefix: prefix + "-" + tc.name})
@@ -174,7 +178,10 @@ func testInvalidIDs(t *testing.T, c *suite) {
 		_, _, err := s.Load(ctx, id)
 		errs = append(errs, err)
 		if l, ok := s.(session.Leaser); ok {
-			_, err := l.Lease(ctx, id)
+			_, err := l.TryLease(ctx, id, time.Minute)
+			errs = append(errs, err, l.RenewLease(ctx, id, 1, time.Minute), l.ReleaseLease(ctx, id, 1),
+				l.AppendFenced(ctx, id, 1, events(t, 0, 1)...))
+			_, err = session.TakeLease(ctx, l, id, time.Minute)
 			errs = append(errs, err)
 		}
 		for _, err := range errs {
@@ -399,51 +406,56 @@ func (c *suite) leasers(t *testing.T) (session.Store, session.Leaser, session.Le
 	return a, la, b.(session.Leaser)
 }
 
+// leaseTTL is the ttl of leases meant to outlive the test.
+const leaseTTL = time.Minute
+
 func testLeaseIsExclusive(t *testing.T, c *suite) {
 	a, la, lb := c.leasers(t)
 	id, other := c.create(t, a, "s"), c.create(t, a, "other")
 
-	release, err := la.Lease(ctx, id)
+	lease, err := session.TakeLease(ctx, la, id, leaseTTL)
 	require.NoError(t, err)
 	done, cancel := context.WithCancel(ctx)
 	cancel() // a done context asks without waiting
 	for name, l := range map[string]session.Leaser{"another store": lb, "the same store": la} {
-		_, err = l.Lease(done, id)
+		_, err = session.TakeLease(done, l, id, leaseTTL)
 		require.ErrorIs(t, err, session.ErrLeased, name)
 		require.ErrorIs(t, err, context.Canceled, name)
 		assert.Contains(t, err.Error(), id, "the error names the session")
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err = lb.Lease(short, id)
+	_, err = session.TakeLease(short, lb, id, leaseTTL)
 	require.ErrorIs(t, err, session.ErrLeased, "waiting until the deadline")
 
-	releaseOther, err := lb.Lease(done, other)
+	leaseOther, err := session.TakeLease(done, lb, other, leaseTTL)
 	require.NoError(t, err, "leases of other sessions are independent; a free lease is granted even to a done context")
-	require.NoError(t, releaseOther())
+	require.NoError(t, leaseOther.Release())
 
-	require.NoError(t, a.Append(ctx, id, events(t, 0, 2)...), "a lease does not stop appends")
-	require.NoError(t, release())
-	require.NoError(t, release(), "release may be called again")
+	require.NoError(t, a.Append(ctx, id, events(t, 0, 2)...), "a lease does not stop unfenced appends")
+	require.NoError(t, lease.Store().Append(ctx, id, events(t, 2, 1)...), "the holder appends through its fenced store")
+	require.NoError(t, lease.Release())
+	require.NoError(t, lease.Release(), "release may be called again")
 
-	release, err = lb.Lease(ctx, id)
+	next, err := session.TakeLease(ctx, lb, id, leaseTTL)
 	require.NoError(t, err, "a released lease can be taken")
-	require.NoError(t, release())
+	assert.Greater(t, next.Token(), lease.Token(), "tokens grow")
+	require.NoError(t, next.Release())
 }
 
 func testLeaseWaitsForRelease(t *testing.T, c *suite) {
 	a, la, lb := c.leasers(t)
 	id := c.create(t, a, "s")
-	release, err := la.Lease(ctx, id)
+	lease, err := session.TakeLease(ctx, la, id, leaseTTL)
 	require.NoError(t, err)
 
 	got := make(chan error, 1)
 	go func() {
 		wait, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		releaseB, err := lb.Lease(wait, id)
+		leaseB, err := session.TakeLease(wait, lb, id, leaseTTL)
 		if err == nil {
-			err = releaseB()
+			err = leaseB.Release()
 		}
 		got <- err
 	}()
@@ -454,12 +466,147 @@ func testLeaseWaitsForRelease(t *testing.T, c *suite) {
 		t.Fatalf("a second Lease returned while the first was held: %v", err)
 	default:
 	}
-	require.NoError(t, release())
+	require.NoError(t, lease.Release())
 	require.NoError(t, <-got, "the waiter gets the lease once it is released")
 }
 
 func testLeaseOfMissingSession(t *testing.T, c *suite) {
 	_, la, _ := c.leasers(t)
-	_, err := la.Lease(ctx, c.id("nope"))
+	_, err := session.TakeLease(ctx, la, c.id("nope"), leaseTTL)
 	require.ErrorIs(t, err, session.ErrNotFound)
+	require.ErrorIs(t, la.AppendFenced(ctx, c.id("nope"), 1, events(t, 0, 1)...), session.ErrNotFound)
+}
+
+// staleTTL is the ttl of a lease whose holder never renews it: a holder frozen or cut off.
+const staleTTL = 100 * time.Millisecond
+
+// testLeaseExpires: a lease that is not renewed ends by itself; its holder may keep writing
+// until another holder takes it.
+func testLeaseExpires(t *testing.T, c *suite) {
+	a, la, lb := c.leasers(t)
+	id := c.create(t, a, "s")
+	stale, err := la.TryLease(ctx, id, staleTTL)
+	require.NoError(t, err)
+	_, err = lb.TryLease(ctx, id, leaseTTL)
+	require.ErrorIs(t, err, session.ErrLeased)
+
+	waitExpired()
+	require.NoError(t, la.AppendFenced(ctx, id, stale, events(t, 0, 1)...),
+		"an expired lease nobody took still fences for its holder")
+	require.NoError(t, la.RenewLease(ctx, id, stale, staleTTL), "and may be renewed")
+
+	waitExpired()
+	lease, err := session.TakeLease(ctx, lb, id, leaseTTL)
+	require.NoError(t, err, "an expired lease is granted")
+	assert.Greater(t, lease.Token(), stale)
+	require.NoError(t, lease.Release())
+}
+
+// waitExpired waits until a lease granted or renewed for staleTTL before the call has expired.
+// Expiry is time passing, so waiting is the condition itself; TryLease cannot be asked (it
+// would take the lease).
+func waitExpired() { time.Sleep(staleTTL + 10*time.Millisecond) }
+
+// testStaleTokenIsFenced is two stores racing with a stale fencing token: a holder whose lease
+// expired and was taken over keeps appending, and nothing it writes lands.
+func testStaleTokenIsFenced(t *testing.T, c *suite) {
+	a, la, lb := c.leasers(t)
+	id := c.create(t, a, "s")
+	stale, err := la.TryLease(ctx, id, staleTTL)
+	require.NoError(t, err)
+	require.NoError(t, la.AppendFenced(ctx, id, stale, events(t, 0, 1)...))
+	// lb waits for the expiry (the stale holder never renews) and takes over.
+	lease, err := session.TakeLease(ctx, lb, id, leaseTTL)
+	require.NoError(t, err)
+	defer lease.Release()
+	require.Greater(t, lease.Token(), stale)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { // the current holder
+		appendUntil(t, lease.Store(), id, 40)
+	})
+	wg.Go(func() { // the stale holder, in the other store, trying every seq
+		for seq := range 40 {
+			err := la.AppendFenced(ctx, id, stale, events(t, seq, 1)...)
+			var fenced *session.FencedError
+			if assert.ErrorAs(t, err, &fenced, "seq %d", seq) {
+				assert.Equal(t, stale, fenced.Token)
+			}
+			assert.ErrorIs(t, err, session.ErrFenced)
+			assert.Contains(t, err.Error(), id, "the error names the session")
+		}
+	})
+	wg.Wait()
+	assert.Equal(t, events(t, 0, 40), load(t, a, id), "only the current holder's appends landed")
+
+	require.ErrorIs(t, la.RenewLease(ctx, id, stale, leaseTTL), session.ErrFenced, "a stale holder cannot renew")
+	require.NoError(t, la.ReleaseLease(ctx, id, stale), "releasing a stale token does nothing")
+	_, err = la.TryLease(ctx, id, leaseTTL)
+	require.ErrorIs(t, err, session.ErrLeased, "the current lease survives the stale release")
+}
+
+// testTakeoverFencesRacingHolder: a holder appends without pause while its lease expires and
+// another holder takes it; from the takeover on, none of its appends lands.
+func testTakeoverFencesRacingHolder(t *testing.T, c *suite) {
+	a, la, lb := c.leasers(t)
+	id := c.create(t, a, "s")
+	stale, err := la.TryLease(ctx, id, staleTTL)
+	require.NoError(t, err)
+
+	staleDone := make(chan int, 1) // how many the stale holder appended before it was fenced
+	go func() {
+		n := 0
+		for {
+			err := la.AppendFenced(ctx, id, stale, events(t, n, 1)...)
+			if err != nil {
+				assert.ErrorIs(t, err, session.ErrFenced, "the stale holder is only ever fenced, never in conflict")
+				staleDone <- n
+				return
+			}
+			n++
+		}
+	}()
+	lease, err := session.TakeLease(ctx, lb, id, leaseTTL)
+	require.NoError(t, err)
+	defer lease.Release()
+	// Loaded after the takeover: every later append of the stale holder must fail.
+	n := len(load(t, a, id))
+	require.NoError(t, lease.Store().Append(ctx, id, events(t, n, 3)...))
+	appended := <-staleDone
+	assert.Equal(t, n, appended, "the stale holder wrote nothing after the takeover")
+	assert.Equal(t, events(t, 0, n+3), load(t, a, id))
+}
+
+// frozenLeaser is a Leaser whose renewals wait until thaw is closed, as those of a holder whose
+// process is stopped (SIGSTOP) or cut off from the store do.
+type frozenLeaser struct {
+	session.Leaser
+	thaw chan struct{}
+}
+
+func (f frozenLeaser) RenewLease(_ context.Context, id string, token int64, ttl time.Duration) error {
+	<-f.thaw
+	return f.Leaser.RenewLease(ctx, id, token, ttl)
+}
+
+// testFrozenHolderLosesLease: a holder that cannot renew loses the lease to another; once it
+// runs again it learns so (Lost) and its fenced store writes nothing.
+func testFrozenHolderLosesLease(t *testing.T, c *suite) {
+	a, la, lb := c.leasers(t)
+	id := c.create(t, a, "s")
+	frozen := frozenLeaser{la, make(chan struct{})}
+	old, err := session.TakeLease(ctx, frozen, id, staleTTL)
+	require.NoError(t, err)
+	lease, err := session.TakeLease(ctx, lb, id, leaseTTL) // waits for the expiry
+	require.NoError(t, err)
+	defer lease.Release()
+	require.NoError(t, lease.Store().Append(ctx, id, events(t, 0, 1)...))
+
+	close(frozen.thaw)
+	<-old.Lost()
+	require.ErrorIs(t, old.Err(), session.ErrFenced, "the first renewal after the thaw finds the token stale")
+	require.ErrorIs(t, old.Store().Append(ctx, id, events(t, 1, 1)...), session.ErrFenced)
+	require.NoError(t, old.Release(), "releasing a lost lease is harmless")
+	require.NoError(t, lease.Store().Append(ctx, id, events(t, 1, 1)...), "the new holder's lease survives")
+	assert.Equal(t, events(t, 0, 2), load(t, a, id))
 }

@@ -209,14 +209,22 @@ func TestBatchCancel(t *testing.T) {
 	}
 	out := filepath.Join(dir, "results.jsonl")
 	batchID := "batch-" + uuid.NewString()
+	for i := range tasks { // known workflow ids, so the test can watch each child
+		tasks[i].ID = fmt.Sprintf("%s-task-%d", batchID, i)
+	}
 	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, OutFile: out, Concurrency: 3})
 
+	// Cancel once three children have streamed text, so there is partial output to keep.
 	require.Eventually(t, func() bool {
-		p, err := batchProgress(t, batchID)
-		return err == nil && p.Running == 3
-	}, waitLimit, 50*time.Millisecond)
-	// Let the children stream a little, so there is partial output to keep.
-	time.Sleep(2 * time.Second)
+		streaming := 0
+		for _, task := range tasks {
+			st, err := workflows.Describe(context.Background(), env.c, task.ID, "")
+			if err == nil && st.Progress != nil && st.Progress.Tail != "" {
+				streaming++
+			}
+		}
+		return streaming == 3
+	}, waitLimit, 50*time.Millisecond, "three children never streamed")
 	require.NoError(t, env.c.CancelWorkflow(context.Background(), batchID, ""))
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)

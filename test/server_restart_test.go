@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,14 +28,15 @@ import (
 // devServer is a `starter dev --no-worker` process: the embedded server on a file database.
 type devServer struct {
 	cmd  *exec.Cmd
+	addr string // the frontend's host:port, as the server reported it
 	done chan struct{}
 }
 
-// startDevServer starts the embedded server on port with database db and returns once it
-// serves.
-func startDevServer(t testing.TB, port int, db string) *devServer {
+// startDevServer starts the embedded server with database db on ports it picks itself and
+// returns once it serves.
+func startDevServer(t testing.TB, db string) *devServer {
 	t.Helper()
-	cmd := exec.Command(env.starter, "dev", "--no-worker", "--port", strconv.Itoa(port), "--ui-port", "0", "--db", db)
+	cmd := exec.Command(env.starter, "dev", "--no-worker", "--port", "0", "--ui-port", "0", "--db", db)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	logFile, err := os.Create(db + fmt.Sprintf(".%d.log", time.Now().UnixNano()))
@@ -43,14 +45,17 @@ func startDevServer(t testing.TB, port int, db string) *devServer {
 	cmd.Stderr = logFile
 	require.NoError(t, cmd.Start())
 	s := &devServer{cmd: cmd, done: make(chan struct{})}
-	ready := make(chan struct{})
+	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		signalled := false
+		addr := ""
 		for sc.Scan() {
-			if !signalled && strings.HasPrefix(sc.Text(), "Serving until interrupted") {
-				close(ready)
-				signalled = true
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, "Temporal server"); ok && addr == "" {
+				addr = strings.Fields(rest)[0]
+			}
+			if strings.HasPrefix(line, "Serving until interrupted") {
+				ready <- addr
 			}
 		}
 	}()
@@ -60,7 +65,8 @@ func startDevServer(t testing.TB, port int, db string) *devServer {
 	}()
 	t.Cleanup(func() { s.stop() })
 	select {
-	case <-ready:
+	case s.addr = <-ready:
+		require.NotEmpty(t, s.addr, "starter dev reported its frontend address")
 	case <-s.done:
 		t.Fatalf("starter dev exited before serving (log in %s)", logFile.Name())
 	case <-time.After(2 * waitLimit):
@@ -80,24 +86,96 @@ func (s *devServer) stop() {
 	}
 }
 
-func freeTCPPort(t testing.TB) int {
+// frontendProxy is the address clients and workers dial, on a listener the test keeps for the
+// whole test: it forwards each connection to the current server. A restarted server picks
+// a new port itself; restarting it on the old port could fail, since a reconnecting client
+// may hold that port (a connection attempt to a closed port in the ephemeral range can be
+// given that very port as its own and connect to itself).
+type frontendProxy struct {
+	l net.Listener
+
+	mu      sync.Mutex
+	backend string // "" while the server is down: connections are closed at once
+	conns   map[net.Conn]struct{}
+}
+
+func newFrontendProxy(t testing.TB) *frontendProxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	p := &frontendProxy{l: l, conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	t.Cleanup(func() {
+		_ = l.Close()
+		p.setBackend("")
+	})
+	return p
+}
+
+func (p *frontendProxy) addr() string { return p.l.Addr().String() }
+
+// setBackend points new connections at addr and closes the open ones.
+func (p *frontendProxy) setBackend(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.backend = addr
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *frontendProxy) serve() {
+	for {
+		in, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		go p.forward(in)
+	}
+}
+
+func (p *frontendProxy) forward(in net.Conn) {
+	p.mu.Lock()
+	backend := p.backend
+	p.mu.Unlock()
+	if backend == "" {
+		_ = in.Close()
+		return
+	}
+	out, err := net.Dial("tcp", backend)
+	if err != nil {
+		_ = in.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.backend != backend { // switched while dialling
+		p.mu.Unlock()
+		_ = in.Close()
+		_ = out.Close()
+		return
+	}
+	p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go func() {
+		_, _ = io.Copy(out, in)
+		_ = out.Close()
+	}()
+	_, _ = io.Copy(in, out)
+	_ = in.Close()
 }
 
 // TestServerRestart stops the Temporal server (the embedded server on a file database, in a
 // process of its own) while a worker process drives a run, and starts it again on the same
-// port and database: the worker and the client reconnect and the run completes, with a clean
-// transcript.
+// database, behind the same address: the worker and the client reconnect and the run
+// completes, with a clean transcript.
 func TestServerRestart(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "temporal.db")
-	port := freeTCPPort(t)
-	srv := startDevServer(t, port, db)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	srv := startDevServer(t, db)
+	proxy := newFrontendProxy(t)
+	proxy.setBackend(srv.addr)
+	addr := proxy.addr()
 	c, err := client.Dial(client.Options{HostPort: addr})
 	require.NoError(t, err)
 	defer c.Close()
@@ -112,10 +190,11 @@ func TestServerRestart(t *testing.T) {
 	pub, run := f.start(rootInput(subagent.ProviderSpawn, cwd, script(t, t.TempDir(), writeSteps(steps, 700)...), "write the files"))
 	writes.waitFiles(t, 2)
 
+	proxy.setBackend("")
 	srv.stop()
 	_, ended := storedResults(t, store, pub.ChildID)
 	require.False(t, ended, "the server stopped mid-turn")
-	startDevServer(t, port, db)
+	proxy.setBackend(startDevServer(t, db).addr)
 
 	var out workflows.Outcome
 	require.Eventually(t, func() bool {

@@ -5,11 +5,21 @@ FUZZTIME ?= 10s
 
 .PHONY: test check fuzz bench
 
-# test is the README's test command: every test, the runtime packages again under -race,
-# and a short run of each fuzz target.
+# POSTGRES_ENV makes the Postgres session store's tests run: with SUBFLOW_TEST_POSTGRES unset,
+# as root with Debian's postgresql binaries installed, it starts the local server
+# (.ci/postgres.sh) and sets the variable; otherwise it says loudly that those tests skip.
+POSTGRES_ENV = if [ -z "$$SUBFLOW_TEST_POSTGRES" ]; then \
+	  if [ "$$(id -u)" = 0 ] && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+	    pgenv=$$(.ci/postgres.sh) || exit 1; eval "$$pgenv"; \
+	  else \
+	    echo '*** NOTICE: SUBFLOW_TEST_POSTGRES is unset: the PostgreSQL tests will SKIP. Start a server with: eval "$$(sudo .ci/postgres.sh)" ***'; \
+	  fi; \
+	fi
+
+# test is the README's test command: every test (the Postgres ones too, see POSTGRES_ENV),
+# the runtime packages again under -race, and a short run of each fuzz target.
 test:
-	go test -count=1 ./...
-	go test -count=1 -race $(RACE_PKGS)
+	@$(POSTGRES_ENV); set -x; go test -count=1 ./... && go test -count=1 -race $(RACE_PKGS)
 	$(MAKE) fuzz
 
 # check is what CI runs before the tests: formatting, vet on Linux and macOS (the Linux-only

@@ -77,7 +77,11 @@ type workerProc struct {
 }
 
 // startWorker starts a worker process serving the test's task queue, with extra flags.
-func (f *faultEnv) startWorker(flags ...string) *workerProc {
+func (f *faultEnv) startWorker(flags ...string) *workerProc { return f.startWorkerVia(nil, flags...) }
+
+// startWorkerVia starts a worker process through the command prefix (say, `ip netns exec NS`,
+// which execs the worker in place, so the process is the worker), with extra flags.
+func (f *faultEnv) startWorkerVia(prefix []string, flags ...string) *workerProc {
 	t := f.t
 	t.Helper()
 	bin, err := workerBin()
@@ -87,7 +91,8 @@ func (f *faultEnv) startWorker(flags ...string) *workerProc {
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer logFile.Close()
-	cmd := exec.Command(bin, append([]string{"--task-queue", f.taskQueue, "--log-level", "info"}, flags...)...)
+	args := append(append(append([]string{}, prefix...), bin, "--task-queue", f.taskQueue, "--log-level", "info"), flags...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_ADDRESS="+f.addr,
 		"TEMPORAL_NAMESPACE="+f.namespace,

@@ -249,7 +249,16 @@ func (c *child) run(ctx context.Context, prompt []session.Block) error {
 	defer stop()
 	// Waiting is bounded by the turn itself: a cancel ends it, and the agent writes its
 	// turn/end whatever ctx says.
-	return c.agent.WhenIdle(context.Background())
+	if err := c.agent.WhenIdle(context.Background()); err != nil {
+		return err
+	}
+	// A turn whose events could not be written (the store was unreachable, or the drive's
+	// lease was taken over) is left pending in the log: an infrastructure fault, so the
+	// drive fails and its retry resumes the turn, rather than reporting a turn with no end.
+	if c.agent.Pending() {
+		return fmt.Errorf("inprocess: drive %s: the turn was left unfinished: its events could not all be written (see the log)", c.id)
+	}
+	return nil
 }
 
 // close tears the child down: out of the live registry, loop stopped, scoped registrations

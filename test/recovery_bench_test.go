@@ -15,7 +15,8 @@ import (
 // BenchmarkWorkerKillRecovery measures how long a spawn run stands still after its worker
 // process is SIGKILLed mid-stream: from the kill until the retried drive, on a second worker
 // process started right after the kill, appends its first event to the child's log. It is
-// dominated by workflows.HeartbeatTimeout (10 s) plus the retry's first interval (1 s).
+// dominated by workflows.HeartbeatTimeout (3 s) plus the retry's first interval (1 s); the
+// killed worker's session lease (activities.LeaseTTL, the same 3 s) has expired by then.
 // Run with -benchtime=Nx; it reports p50-ms and max-ms.
 func BenchmarkWorkerKillRecovery(b *testing.B) {
 	var took []time.Duration

@@ -85,7 +85,7 @@ func TestPostgresRestartMidBatch(t *testing.T) {
 // postgresServer is a PostgreSQL server of one test.
 type postgresServer struct {
 	bin, data string
-	log       string // the server's output: never our pipes, which it would hold open
+	log       string   // the server's output: never our pipes, which it would hold open
 	asUser    []string // the command prefix that runs a program as the server's owner
 	dsn       string
 }

@@ -16,7 +16,9 @@ import (
 // TestCancelWhileWorkerDown cancels a run whose only worker process was SIGKILLed mid-stream.
 // Once a worker comes back the run ends Canceled with the aborted result and the partial
 // output streamed before the kill, the child's turn ends aborted (cause parent), and nothing
-// keeps running: the drive is never retried and no activity is left pending.
+// keeps running: no activity is left pending. The drive runs again at most once: only if the
+// server timed the killed attempt out (workflows.HeartbeatTimeout) and a worker took its
+// retry before the workflow task that carries the cancel ran, which the test cannot order.
 func TestCancelWhileWorkerDown(t *testing.T) {
 	t.Parallel()
 	f := newFaultEnv(t, "")
@@ -33,12 +35,21 @@ func TestCancelWhileWorkerDown(t *testing.T) {
 
 	out, cancelled := outcome(t, run)
 	require.True(t, cancelled)
-	assertAbortedPartial(t, out, pub.ChildID)
-
 	tr := checkTranscript(t, store, pub.ChildID)
 	assert.Equal(t, session.EndReason{Kind: session.EndAborted, Cause: session.CauseParent}, tr.end)
 	attempts, _ := activityAttempts(history(t, env.c, run))
-	assert.Equal(t, int32(1), attempts[workflows.ActivityDrive], "a cancelled drive is not retried")
+	switch attempts[workflows.ActivityDrive] {
+	case 1:
+		assertAbortedPartial(t, out, pub.ChildID)
+	case 2:
+		// The retry restarted the step the kill cut: the partial output holds the cut step's
+		// text, then the restarted step's, each a prefix of the script's text.
+		t.Log("the killed drive was retried before the cancel reached the workflow")
+		assert.Equal(t, subagent.StopAborted, out.Result.StopReason)
+		assert.NotEmpty(t, session.JoinText(out.Result.Output), "the partial output survives the abort")
+	default:
+		t.Errorf("the drive ran %d times, want at most 2", attempts[workflows.ActivityDrive])
+	}
 	desc, err := f.c.DescribeWorkflowExecution(context.Background(), run.GetID(), run.GetRunID())
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus())

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -97,12 +99,10 @@ func killedAtPhase(t *testing.T, phase string) {
 		pendingActivity(t, f.c, described, workflows.ActivityDrive, func(_ enumsState, p workflows.Progress) bool {
 			return p.Phase == "running"
 		})
-		// The drive holds the lease until it is done: take it after the drive, and with it
-		// the events file, before ReadResult reads it.
-		unlock = lockFile(t, filepath.Join(root, childID, "lease"))
-		unlockEvents := lockFile(t, filepath.Join(root, childID, "events.jsonl"))
-		unlockLease := unlock
-		unlock = func() { unlockEvents(); unlockLease() }
+		// The drive releases the lease when it is done: lock the events file then, before
+		// ReadResult (a server round trip and a workflow task later) reads it.
+		leaseReleased(t, filepath.Join(root, childID, "lease"))
+		unlock = lockFile(t, filepath.Join(root, childID, "events.jsonl"))
 		workflowTaskStarted(t, f.c, described)
 	}
 	w1.kill()
@@ -138,6 +138,17 @@ func killedAtPhase(t *testing.T, phase string) {
 		assert.Equal(t, int32(1), attempts[workflows.ActivityDrive], "the drive ran once")
 	}
 	record(t, waitRun(), "spawn-killed-"+phase)
+}
+
+// leaseReleased polls a file store's lease file until its lease was granted and released
+// (released leases keep their token and have no expiry).
+func leaseReleased(t testing.TB, path string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(path)
+		var st struct{ Token, Expires int64 }
+		return err == nil && json.Unmarshal(data, &st) == nil && st.Token > 0 && st.Expires == 0
+	}, 2*waitLimit, time.Millisecond, "%s: the lease was never released", path)
 }
 
 // workflowTaskStarted polls the run until a worker has started its pending workflow task and

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -218,7 +219,7 @@ func TestBatchCancel(t *testing.T) {
 	require.Eventually(t, func() bool {
 		streaming := 0
 		for _, task := range tasks {
-			st, err := workflows.Describe(context.Background(), env.c, task.ID, "")
+			st, err := subflow.Describe(context.Background(), env.c, task.ID, "")
 			if err == nil && st.Progress != nil && st.Progress.Tail != "" {
 				streaming++
 			}

@@ -41,7 +41,7 @@ func TestPostgresRestartMidBatch(t *testing.T) {
 	dir := t.TempDir()
 	tasks := make([]workflows.Task, n)
 	for i := range tasks {
-		tasks[i] = scriptedTask(workflows.ProviderSpawn, dir, script(t, dir, writeSteps(3, 300)...), fmt.Sprintf("task %d", i))
+		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, writeSteps(3, 300)...), fmt.Sprintf("task %d", i))
 		tasks[i].Cwd = filepath.Join(dir, strconv.Itoa(i))
 		require.NoError(t, os.Mkdir(tasks[i].Cwd, 0o755))
 	}

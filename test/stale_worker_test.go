@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
@@ -94,13 +95,13 @@ func staleWorker(t *testing.T, f *faultEnv, start func() *workerProc, stall func
 	const steps = 8
 	responses := writeSteps(steps, 400)
 	controlDir := t.TempDir()
-	_, controlRun := startOn(t, env.c, rootInput(workflows.ProviderSpawn, controlDir, script(t, t.TempDir(), responses...), "write the files"))
+	_, controlRun := startOn(t, env.c, rootInput(subagent.ProviderSpawn, controlDir, script(t, t.TempDir(), responses...), "write the files"))
 
 	store := f.openStore()
 	cwd := t.TempDir()
 	writes := countWrites(t, cwd)
 	w1 := start()
-	pub, run := f.start(rootInput(workflows.ProviderSpawn, cwd, script(t, t.TempDir(), responses...), "write the files"))
+	pub, run := f.start(rootInput(subagent.ProviderSpawn, cwd, script(t, t.TempDir(), responses...), "write the files"))
 	writes.waitFiles(t, 2)
 	resume := stall(w1)
 	_, ended := storedResults(t, store, pub.ChildID)
@@ -145,7 +146,7 @@ func startOn(t testing.TB, c client.Client, in workflows.StartInput) (workflows.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
 	defer cancel()
-	pub, run, err := workflows.Start(ctx, c, workflows.StartOptions{Input: in})
+	pub, run, err := subflow.Start(ctx, c, subflow.StartOptions{TaskQueue: env.taskQueue, Input: in})
 	require.NoError(t, err)
 	return pub, run
 }

@@ -60,7 +60,6 @@ var (
 	ErrClosed = errors.New("session store is closed")
 )
 
-
 // ValidateID returns an error wrapping ErrInvalidID if id is empty, ".", "..", or holds a path
 // separator or a NUL byte. Every store applies these rules, so an id good for one store is good
 // for all: such ids could not name a directory under a Store's root.

@@ -255,7 +255,8 @@ func (c *child) run(ctx context.Context, prompt []session.Block) error {
 	// A turn whose events could not be written (the store was unreachable, or the drive's
 	// lease was taken over) is left pending in the log: an infrastructure fault, so the
 	// drive fails and its retry resumes the turn, rather than reporting a turn with no end.
-	if c.agent.Pending() {
+	// An interrupted turn is left pending on purpose (Drive's InterruptedError).
+	if c.agent.Pending() && c.agent.Interruption() == nil {
 		return fmt.Errorf("inprocess: drive %s: the turn was left unfinished: its events could not all be written (see the log)", c.id)
 	}
 	return nil

@@ -252,12 +252,11 @@ func (c *child) run(ctx context.Context, prompt []session.Block) error {
 	if err := c.agent.WhenIdle(context.Background()); err != nil {
 		return err
 	}
-	// A turn whose events could not be written (the store was unreachable, or the drive's
+	// A turn whose end could not be written (the store was unreachable, or the drive's
 	// lease was taken over) is left pending in the log: an infrastructure fault, so the
 	// drive fails and its retry resumes the turn, rather than reporting a turn with no end.
-	// An interrupted turn is left pending on purpose (Drive's InterruptedError).
-	if c.agent.Pending() && c.agent.Interruption() == nil {
-		return fmt.Errorf("inprocess: drive %s: the turn was left unfinished: its events could not all be written (see the log)", c.id)
+	if err := c.agent.EndFailure(); err != nil {
+		return fmt.Errorf("inprocess: drive %s: the turn was left unfinished: %w", c.id, err)
 	}
 	return nil
 }

@@ -97,6 +97,7 @@ type Agent struct {
 	closed      bool
 	done        chan struct{} // closed when the loop goroutine returns
 	interrupted error         // see Interruption
+	endFailure  error         // see EndFailure
 }
 
 // Open loads the session from the store, rebuilds the agent's state from its log (next seq,
@@ -166,6 +167,15 @@ func (a *Agent) Pending() bool {
 	running := a.running
 	a.mu.Unlock()
 	return !running && a.logPending()
+}
+
+// EndFailure returns why the latest turn's turn/end could not be written (the store was
+// unreachable, or refused the write: a lease taken over), or nil. Such a turn stays pending
+// in the log for the next process to resume. Queuing work (Followup, Resume) clears it.
+func (a *Agent) EndFailure() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.endFailure
 }
 
 // Interruption returns the retryable model failure that left the latest turn unfinished

@@ -93,7 +93,7 @@ func (a *Agent) WhenIdle(ctx context.Context) error {
 
 // busyLocked marks work as queued and wakes the loop. The caller holds mu.
 func (a *Agent) busyLocked() {
-	a.interrupted = nil
+	a.interrupted, a.endFailure = nil, nil
 	select {
 	case <-a.idle:
 		a.idle = make(chan struct{})

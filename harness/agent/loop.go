@@ -349,6 +349,9 @@ func (a *Agent) endTurn(turn int, reason session.EndReason) {
 		return
 	case err != nil:
 		a.log.Error("turn end failed", zap.Int("turn", turn), zap.Error(err))
+		a.mu.Lock()
+		a.endFailure = err
+		a.mu.Unlock()
 		return
 	}
 	a.log.Debug("turn ended", zap.Int("turn", turn), zap.String("kind", reason.Kind))

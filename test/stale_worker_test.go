@@ -119,9 +119,9 @@ func staleWorker(t *testing.T, f *faultEnv, start func() *workerProc, stall func
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
 	assert.Equal(t, want.Result, out.Result, "the result equals the uninterrupted run's")
 
-	// The stale drive ends by itself: its renewal finds the token stale, or its heartbeat
-	// finds the attempt gone, whichever comes first; an append it tried meanwhile was fenced.
-	waitLog(t, w1, "drive lost its")
+	// The stale drive ends by itself: its renewal finds the token stale, its heartbeat finds
+	// the attempt gone, or its next append is fenced, whichever comes first.
+	waitLog(t, w1, "drive lost its", session.ErrFenced.Error())
 	tr := checkTranscript(t, store, pub.ChildID)
 	assert.Equal(t, session.EndCompleted, tr.end.Kind)
 	assert.Equal(t, stepless(checkTranscript(t, openFileStore(t, env.sessionRoot), want.ChildID).results),
@@ -151,13 +151,18 @@ func startOn(t testing.TB, c client.Client, in workflows.StartInput) (workflows.
 	return pub, run
 }
 
-// waitLog waits until the worker's log holds a line containing s.
-func waitLog(t testing.TB, w *workerProc, s string) {
+// waitLog waits until the worker's log holds a line containing one of any.
+func waitLog(t testing.TB, w *workerProc, any ...string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		data, err := os.ReadFile(w.log)
-		return err == nil && strings.Contains(string(data), s)
-	}, 2*waitLimit, waitTick, "%s never logged %q", w.log, s)
+		for _, s := range any {
+			if err == nil && strings.Contains(string(data), s) {
+				return true
+			}
+		}
+		return false
+	}, 2*waitLimit, waitTick, "%s never logged any of %q", w.log, any)
 }
 
 // netns is a network namespace joined to the test's namespace by a veth pair.

@@ -151,18 +151,18 @@ func startOn(t testing.TB, c client.Client, in workflows.StartInput) (workflows.
 	return pub, run
 }
 
-// waitLog waits until the worker's log holds a line containing one of any.
-func waitLog(t testing.TB, w *workerProc, any ...string) {
+// waitLog waits until the worker's log holds a line containing one of texts.
+func waitLog(t testing.TB, w *workerProc, texts ...string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		data, err := os.ReadFile(w.log)
-		for _, s := range any {
+		for _, s := range texts {
 			if err == nil && strings.Contains(string(data), s) {
 				return true
 			}
 		}
 		return false
-	}, 2*waitLimit, waitTick, "%s never logged any of %q", w.log, any)
+	}, 2*waitLimit, waitTick, "%s never logged any of %q", w.log, texts)
 }
 
 // netns is a network namespace joined to the test's namespace by a veth pair.

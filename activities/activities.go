@@ -49,6 +49,14 @@ type Config struct {
 	// subagent.DefaultMaxDepth. A numeric cap with a SubagentProvider lacking depthLimit is
 	// rejected by New.
 	SubagentMaxDepth subagent.MaxDepthSetting
+	// ModelConcurrency limits the concurrent model requests per model provider across the
+	// whole cluster (every worker passing the same limits): each request of an in-process
+	// drive first acquires a permit from the provider's ModelAdmission workflow. Providers
+	// not named are not limited.
+	ModelConcurrency map[string]int
+	// AdmissionTaskQueue is the task queue of the ModelAdmission workflows; "" means the
+	// drive's own task queue.
+	AdmissionTaskQueue string
 }
 
 // Activities holds the activity implementations. Register them with Register.
@@ -67,6 +75,8 @@ type Activities struct {
 	// client returns the client nested runs start through; tests replace it, for the same
 	// reason.
 	client func(ctx context.Context) client.Client
+	// admission is the state of the admitted models (admission.go); nil without limits.
+	admission *admissionState
 }
 
 // New validates cfg and builds the in-process host and the sdk provider.
@@ -89,12 +99,23 @@ func New(cfg Config) (*Activities, error) {
 	if err := checkSubagentTool(nestedProvider, cfg.SubagentMaxDepth); err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
 	}
+	for provider, n := range cfg.ModelConcurrency {
+		if n < 1 {
+			return nil, fmt.Errorf("activities: new: model concurrency of %s must be at least 1: %d", provider, n)
+		}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
+	models := cfg.Models
+	var admission *admissionState
+	if len(cfg.ModelConcurrency) > 0 {
+		admission = &admissionState{limits: cfg.ModelConcurrency, taskQueue: cfg.AdmissionTaskQueue, drives: map[string]*progress{}}
+		models = admittedRegistry(models, admission)
+	}
 	host, err := inprocess.NewHost(inprocess.Options{
-		Store: cfg.Store, Models: cfg.Models, Tools: cfg.Tools, Presets: cfg.Presets, Logger: log,
+		Store: cfg.Store, Models: models, Tools: cfg.Tools, Presets: cfg.Presets, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
@@ -102,7 +123,8 @@ func New(cfg Config) (*Activities, error) {
 	a := &Activities{
 		store: cfg.Store, host: host, interval: interval, log: log, signal: signalWorkflow,
 		nestedProvider: nestedProvider, nestedMaxDepth: cfg.SubagentMaxDepth,
-		client: func(ctx context.Context) client.Client { return activity.GetClient(ctx) },
+		client:    func(ctx context.Context) client.Client { return activity.GetClient(ctx) },
+		admission: admission,
 	}
 	if cfg.SDK.Command != "" {
 		sdkCfg := cfg.SDK

@@ -1,146 +1,163 @@
 package activities
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
+	"strconv"
+	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
 // Types of the non-retryable ApplicationErrors of the batch activities.
 const (
-	// TypeBatchFile: a batch's tasks file or results file cannot be opened (missing,
-	// not permitted).
+	// TypeBatchFile: a Batch (the first batch workflow) asked a worker to read a tasks file
+	// or write a results file. Workers no longer touch paths of the starter's host: such a
+	// batch fails with this type and `starter batch results` reads its runs' results.
 	TypeBatchFile = "batch-file"
-	// TypeInvalidBatchTask: a line of a tasks file is not a task.
-	TypeInvalidBatchTask = "invalid-batch-task"
+	// TypeBatchPage: a stored page of a BatchV2 is missing or unreadable.
+	TypeBatchPage = "batch-page"
 )
 
-// registerBatch registers the activities of the Batch workflow.
+// eventBatchPage is the type of the one event of a stored batch page.
+const eventBatchPage = "batch-page"
+
+// pageCwd is the cwd of a page's session header: pages are data, not agent sessions, but
+// every header needs an absolute cwd.
+const pageCwd = "/"
+
+// registerBatch registers the activities of the Batch and BatchV2 workflows.
 func registerBatch(r worker.ActivityRegistry, a *Activities) {
-	r.RegisterActivityWithOptions(a.ReadBatchTasks, activity.RegisterOptions{Name: workflows.ActivityReadBatchTasks})
-	r.RegisterActivityWithOptions(a.AppendBatchResults, activity.RegisterOptions{Name: workflows.ActivityAppendBatchResults})
+	for name, fn := range map[string]any{
+		workflows.ActivityReadBatchTasks:     a.ReadBatchTasks,
+		workflows.ActivityAppendBatchResults: a.AppendBatchResults,
+		workflows.ActivitySaveBatchPage:      a.SaveBatchPage,
+		workflows.ActivityLoadBatchPage:      a.LoadBatchPage,
+		workflows.ActivityRemoveBatchPages:   a.RemoveBatchPages,
+		workflows.ActivityAwaitChild:         a.AwaitChild,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
 }
 
-// ReadBatchTasks reads a page of at most in.Limit tasks of a JSONL tasks file from byte
-// in.Offset, skipping blank lines. A read from offset 0 also counts the file's tasks. A
-// missing or unreadable file and a line that is no task are non-retryable errors; the
-// latter names the file and the line.
+// errNoSharedFiles is the failure of the file activities of the first Batch workflow.
+func errNoSharedFiles(path string) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"activities: batch file %s: workers read no tasks file and write no results file of the starter's host; "+
+			"start the batch again with this starter (tasks travel through Temporal) and read results with `starter batch results`",
+		path), TypeBatchFile, nil)
+}
+
+// ReadBatchTasks is kept registered so a Batch started by an older starter fails clearly
+// rather than wait for a worker that serves it: it always fails, non-retryable.
 func (a *Activities) ReadBatchTasks(_ context.Context, in workflows.ReadBatchTasksInput) (workflows.ReadBatchTasksOutput, error) {
-	f, err := openBatchFile(in.Path, os.O_RDONLY)
+	return workflows.ReadBatchTasksOutput{}, errNoSharedFiles(in.Path)
+}
+
+// AppendBatchResults is kept registered for the same reason as ReadBatchTasks, and always
+// fails, non-retryable: a worker writes nothing at a path of the starter's.
+func (a *Activities) AppendBatchResults(_ context.Context, in workflows.AppendBatchResultsInput) (int64, error) {
+	return 0, errNoSharedFiles(in.Path)
+}
+
+// pageID is the session id of page n of batch: a name-based UUID, so a retried save and
+// every load meet at the same session.
+func pageID(batch string, n int) string {
+	return "batchpage-" + uuid.NewSHA1(uuid.NameSpaceURL, []byte("subflow:batch-page/"+batch+"/"+strconv.Itoa(n))).String()
+}
+
+// SaveBatchPage stores page in.Page of batch in.BatchID in the session store, durably, as
+// one event of a session of its own. Saving a page again keeps the first copy.
+func (a *Activities) SaveBatchPage(ctx context.Context, in workflows.BatchPageInput) error {
+	id := pageID(in.BatchID, in.Page)
+	if err := a.store.Create(ctx, session.Header{ID: id, Cwd: pageCwd}); err != nil {
+		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
+	}
+	_, events, err := a.store.Load(ctx, id)
 	if err != nil {
-		return workflows.ReadBatchTasksOutput{}, err
+		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}
-	defer f.Close()
-	out := workflows.ReadBatchTasksOutput{Tasks: []workflows.Task{}, Offset: in.Offset, Line: in.Line}
-	if in.Offset == 0 {
-		if out.Total, err = countLines(f); err != nil {
-			return out, fmt.Errorf("activities: count tasks of %s: %w", in.Path, err)
-		}
+	if len(events) > 0 {
+		return nil
 	}
-	if _, err := f.Seek(in.Offset, io.SeekStart); err != nil {
-		return out, fmt.Errorf("activities: read tasks of %s: %w", in.Path, err)
-	}
-	r := bufio.NewReader(f)
-	for len(out.Tasks) < in.Limit {
-		line, err := r.ReadBytes('\n')
-		if len(line) == 0 && err == io.EOF {
-			out.Done = true
-			break
-		}
-		if err != nil && err != io.EOF {
-			return out, fmt.Errorf("activities: read tasks of %s: %w", in.Path, err)
-		}
-		out.Offset += int64(len(line))
-		out.Line++
-		t, blank, perr := workflows.ParseTaskLine(line)
-		if perr != nil {
-			return out, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("%s:%d: %v", in.Path, out.Line, perr), TypeInvalidBatchTask, nil)
-		}
-		if !blank {
-			out.Tasks = append(out.Tasks, t)
-		}
-	}
-	if !out.Done {
-		// Say "done" now rather than after one more empty read.
-		if _, err := r.Peek(1); err == io.EOF {
-			out.Done = true
-		}
-	}
-	return out, nil
-}
-
-// countLines counts the lines of f that are not blank.
-func countLines(f *os.File) (int, error) {
-	s := bufio.NewScanner(f)
-	s.Buffer(nil, 64<<20)
-	n := 0
-	for s.Scan() {
-		if len(bytes.TrimSpace(s.Bytes())) > 0 {
-			n++
-		}
-	}
-	return n, s.Err()
-}
-
-// AppendBatchResults makes the results file in.Offset bytes long — creating it when absent
-// — and appends in.Results as JSON lines, synced to disk; it returns the new size. Cutting
-// the file back first makes a retried call write each result once.
-func (a *Activities) AppendBatchResults(ctx context.Context, in workflows.AppendBatchResultsInput) (int64, error) {
-	for i := range in.Results {
-		if err := a.resolveBatchResult(ctx, &in.Results[i]); err != nil {
-			return 0, err
-		}
-	}
-	f, err := openBatchFile(in.Path, os.O_WRONLY|os.O_CREATE)
+	ev, err := session.NewEvent(eventBatchPage, in.Tasks)
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}
-	defer f.Close()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	for _, res := range in.Results {
-		if err := enc.Encode(res); err != nil {
-			return 0, fmt.Errorf("activities: encode result %d for %s: %w", res.Index, in.Path, err)
-		}
+	if err := a.store.Append(ctx, id, ev); err != nil && !errors.Is(err, session.ErrSeqConflict) {
+		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}
-	if err := f.Truncate(in.Offset); err != nil {
-		return 0, fmt.Errorf("activities: write results to %s: %w", in.Path, err)
+	if err := a.store.Sync(ctx, id); err != nil {
+		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}
-	if _, err := f.WriteAt(buf.Bytes(), in.Offset); err != nil {
-		return 0, fmt.Errorf("activities: write results to %s: %w", in.Path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("activities: sync results of %s: %w", in.Path, err)
-	}
-	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("activities: close results of %s: %w", in.Path, err)
-	}
-	return in.Offset + int64(buf.Len()), nil
+	return nil
 }
 
-// openBatchFile opens path, a missing or forbidden file being a non-retryable error.
-func openBatchFile(path string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(path, flag, 0o644)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+// LoadBatchPage returns the tasks of page in.Page of batch in.BatchID. A missing page is a
+// non-retryable error.
+func (a *Activities) LoadBatchPage(ctx context.Context, in workflows.BatchPageInput) ([]workflows.Task, error) {
+	_, events, err := a.store.Load(ctx, pageID(in.BatchID, in.Page))
+	if errors.Is(err, session.ErrNotFound) || (err == nil && len(events) == 0) {
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("activities: open batch file: %v", err), TypeBatchFile, nil)
+			fmt.Sprintf("activities: page %d of batch %s is not in the session store", in.Page, in.BatchID), TypeBatchPage, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("activities: open batch file: %w", err)
+		return nil, fmt.Errorf("activities: load page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}
-	return f, nil
+	var tasks []workflows.Task
+	if err := events[0].Decode(&tasks); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("activities: page %d of batch %s: %v", in.Page, in.BatchID, err), TypeBatchPage, nil)
+	}
+	return tasks, nil
+}
+
+// RemoveBatchPages removes pages 0 … in.Page-1 of batch in.BatchID.
+func (a *Activities) RemoveBatchPages(ctx context.Context, in workflows.BatchPageInput) error {
+	for n := range in.Page {
+		if err := a.store.Remove(ctx, pageID(in.BatchID, n)); err != nil {
+			return fmt.Errorf("activities: remove page %d of batch %s: %w", n, in.BatchID, err)
+		}
+	}
+	return nil
+}
+
+// AwaitChild waits for the workflow in.WorkflowID (a batch child started by an earlier run
+// of its batch) to close and returns how it ended, heartbeating meanwhile so a lost worker
+// is noticed and another worker takes the wait over.
+func (a *Activities) AwaitChild(ctx context.Context, in workflows.AwaitChildInput) (workflows.ChildResult, error) {
+	c := a.client(ctx)
+	if c == nil {
+		return workflows.ChildResult{}, errors.New("activities: await child: no client")
+	}
+	done := make(chan workflows.ChildResult, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		var out workflows.Outcome
+		err := c.GetWorkflow(wctx, in.WorkflowID, "").Get(wctx, &out)
+		if wctx.Err() != nil {
+			return
+		}
+		done <- workflows.ChildOutcome(out, err)
+	}()
+	tick := time.NewTicker(a.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case res := <-done:
+			return res, nil
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx, "waiting for "+in.WorkflowID)
+		case <-ctx.Done():
+			return workflows.ChildResult{}, ctx.Err()
+		}
+	}
 }

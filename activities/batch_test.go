@@ -4,78 +4,62 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// TestReadBatchTasksPages reads a tasks file page by page, skipping blank lines, and the
-// positions handed from page to page cover every task once.
-func TestReadBatchTasksPages(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tasks.jsonl")
-	body := `{"task": "a"}` + "\n\n" + `{"task": "b"}` + "\n" + `{"task": "c", "label": "l"}` + "\n" + `{"task": "d"}`
-	require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
-	a := &Activities{}
+// TestBatchPagesRoundTrip stores pages of a batch in a real file store: every load returns
+// its page, a second save keeps the first copy, and removal leaves a missing page a
+// non-retryable error naming the page and the batch.
+func TestBatchPagesRoundTrip(t *testing.T) {
+	store, err := filestore.New(t.TempDir())
+	require.NoError(t, err)
+	a := &Activities{store: store}
 	ctx := context.Background()
+	pages := [][]workflows.Task{{{Task: "a"}, {Task: "b", Label: "l"}}, {{Task: "c"}}}
+	for n, tasks := range pages {
+		require.NoError(t, a.SaveBatchPage(ctx, workflows.BatchPageInput{BatchID: "b1", Page: n, Tasks: tasks}))
+	}
+	require.NoError(t, a.SaveBatchPage(ctx, workflows.BatchPageInput{BatchID: "b1", Page: 0, Tasks: []workflows.Task{{Task: "other"}}}))
+	for n, want := range pages {
+		got, err := a.LoadBatchPage(ctx, workflows.BatchPageInput{BatchID: "b1", Page: n})
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "page %d", n)
+	}
+	_, err = a.LoadBatchPage(ctx, workflows.BatchPageInput{BatchID: "b2", Page: 0})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "another batch's page 0 is not this one's")
 
-	page, err := a.ReadBatchTasks(ctx, workflows.ReadBatchTasksInput{Path: path, Limit: 2})
-	require.NoError(t, err)
-	assert.Equal(t, []workflows.Task{{Task: "a"}, {Task: "b"}}, page.Tasks)
-	assert.Equal(t, 4, page.Total, "a read from the start counts the tasks")
-	assert.Equal(t, 3, page.Line)
-	assert.False(t, page.Done)
-
-	page, err = a.ReadBatchTasks(ctx, workflows.ReadBatchTasksInput{Path: path, Offset: page.Offset, Line: page.Line, Limit: 2})
-	require.NoError(t, err)
-	assert.Equal(t, []workflows.Task{{Task: "c", Label: "l"}, {Task: "d"}}, page.Tasks)
-	assert.Zero(t, page.Total)
-	assert.True(t, page.Done, "the last line needs no newline")
-	assert.EqualValues(t, len(body), page.Offset)
+	require.NoError(t, a.RemoveBatchPages(ctx, workflows.BatchPageInput{BatchID: "b1", Page: 2}))
+	_, err = a.LoadBatchPage(ctx, workflows.BatchPageInput{BatchID: "b1", Page: 1})
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, TypeBatchPage, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Equal(t, "activities: page 1 of batch b1 is not in the session store", appErr.Message())
 }
 
-func TestReadBatchTasksErrors(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tasks.jsonl")
-	require.NoError(t, os.WriteFile(path, []byte(`{"task": "a"}`+"\n"+`{"tsk": "b"}`+"\n"), 0o644))
+// TestBatchFileActivitiesWriteNothing: the file activities of the first Batch workflow fail
+// non-retryable and leave no file at the starter's path.
+func TestBatchFileActivitiesWriteNothing(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.jsonl")
 	a := &Activities{}
-	_, err := a.ReadBatchTasks(context.Background(), workflows.ReadBatchTasksInput{Path: path, Limit: 10})
+	_, err := a.AppendBatchResults(context.Background(), workflows.AppendBatchResultsInput{
+		Path: out, Results: []workflows.BatchResult{{Index: 0, Output: "a"}}})
 	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, TypeInvalidBatchTask, appErr.Type())
-	assert.True(t, appErr.NonRetryable())
-	assert.Equal(t, path+`:2: not a task object: json: unknown field "tsk"`, appErr.Message())
-
-	_, err = a.ReadBatchTasks(context.Background(), workflows.ReadBatchTasksInput{Path: filepath.Join(dir, "missing"), Limit: 10})
 	require.ErrorAs(t, err, &appErr)
 	assert.Equal(t, TypeBatchFile, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
-}
+	assert.NoFileExists(t, out)
+	_, err = os.Stat(out)
+	assert.ErrorIs(t, err, os.ErrNotExist)
 
-// TestAppendBatchResultsIdempotent: a retried append (same offset) leaves each result once.
-func TestAppendBatchResultsIdempotent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "out.jsonl")
-	require.NoError(t, os.WriteFile(path, []byte("stale results of an earlier batch\n"), 0o644))
-	a := &Activities{}
-	ctx := context.Background()
-	first := workflows.AppendBatchResultsInput{Path: path, Results: []workflows.BatchResult{{Index: 0, Output: "<a>"}}}
-	size, err := a.AppendBatchResults(ctx, first)
-	require.NoError(t, err)
-	second := workflows.AppendBatchResultsInput{Path: path, Offset: size, Results: []workflows.BatchResult{{Index: 1, Output: "b"}}}
-	_, err = a.AppendBatchResults(ctx, second)
-	require.NoError(t, err)
-	end, err := a.AppendBatchResults(ctx, second) // the retry of a call whose answer was lost
-	require.NoError(t, err)
-
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.EqualValues(t, len(raw), end)
-	assert.Equal(t, []string{
-		`{"index":0,"output":"<a>","durationMs":0}`,
-		`{"index":1,"output":"b","durationMs":0}`,
-	}, strings.Split(strings.TrimSpace(string(raw)), "\n"))
+	_, err = a.ReadBatchTasks(context.Background(), workflows.ReadBatchTasksInput{Path: out, Limit: 1})
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, TypeBatchFile, appErr.Type())
 }

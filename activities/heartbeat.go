@@ -30,6 +30,16 @@ func (a *Activities) logger(ctx context.Context, childID string) *zap.Logger {
 type progress struct {
 	mu sync.Mutex
 	p  workflows.Progress
+	// wait, when set, is why the drive waits (a rate limit): the heartbeat shows it as the
+	// phase.
+	wait string
+}
+
+// setWait records why the drive waits; "" when it goes on.
+func (p *progress) setWait(note string) {
+	p.mu.Lock()
+	p.wait = note
+	p.mu.Unlock()
 }
 
 func (p *progress) set(v workflows.Progress) {
@@ -42,7 +52,11 @@ func (p *progress) set(v workflows.Progress) {
 func (p *progress) get() workflows.Progress {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.p
+	v := p.p
+	if p.wait != "" {
+		v.Phase = p.wait
+	}
+	return v
 }
 
 // startHeartbeat records current() now and then every interval until the returned function

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
 	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
@@ -67,6 +69,9 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 			log.Info("resuming drive", zap.Int("previousSteps", prev.Steps))
 		}
 	}
+	if err := a.checkCwd(ctx, in.ChildID); err != nil {
+		return workflows.DriveSummary{}, err
+	}
 	var prog progress
 	prog.set(workflows.Progress{Phase: phaseLeasing})
 	stopHeartbeat := a.startHeartbeat(ctx, prog.get)
@@ -95,6 +100,11 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 	// must leave the turn unfinished for its retry.
 	driveCtx, cancelDrive := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelDrive()
+	if a.admission != nil {
+		// The agent makes its model requests in its own context: the admitted models find
+		// this drive's progress by the child's session id.
+		defer a.admission.driveStarted(a.client(ctx), activity.GetInfo(ctx).TaskQueue, in.ChildID, &prog)()
+	}
 	done := make(chan driveOutcome, 1)
 	go func() {
 		p, err := a.host.Drive(driveCtx, inprocess.DriveRequest{
@@ -216,14 +226,51 @@ func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInpu
 	if err != nil {
 		return workflows.Outcome{}, err
 	}
-	hd, _, err := a.store.Load(ctx, in.ChildID)
+	hd, events, err := a.store.Load(ctx, in.ChildID)
 	if err != nil {
 		return workflows.Outcome{}, fmt.Errorf("activities: read result of %s: %w", in.ChildID, err)
 	}
 	log.Info("result read", zap.String("stopReason", string(res.StopReason)))
-	out := workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res}
+	out := workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res, Usage: usageSince(events, hd.SeedLength)}
 	if err := a.byReference(ctx, &out); err != nil {
 		return workflows.Outcome{}, err
 	}
 	return out, nil
+}
+
+// usageSince sums the token usage of the assistant messages among events from index seed on:
+// the child's own requests, not those of the history a fork was seeded with.
+func usageSince(events []session.Event, seed int64) session.Usage {
+	var u session.Usage
+	for i := min(max(seed, 0), int64(len(events))); i < int64(len(events)); i++ {
+		if events[i].Type != session.TypeAssistantMessage {
+			continue
+		}
+		var d session.AssistantMessageData
+		if events[i].Decode(&d) == nil && d.Usage != nil {
+			u.InputTokens += d.Usage.InputTokens
+			u.OutputTokens += d.Usage.OutputTokens
+		}
+	}
+	return u
+}
+
+// TypeWorkspaceMissing is the type of the non-retryable error of a drive that landed on a
+// host where its child's cwd does not exist.
+const TypeWorkspaceMissing = "workspace-missing"
+
+// checkCwd fails non-retryable, naming this host and the path, when the child's cwd is not a
+// directory here: its tools must never run anywhere else.
+func (a *Activities) checkCwd(ctx context.Context, childID string) error {
+	hd, _, err := a.store.Load(ctx, childID)
+	if err != nil {
+		return fmt.Errorf("activities: drive %s: %w", childID, err)
+	}
+	if st, err := os.Stat(hd.Cwd); err == nil && st.IsDir() {
+		return nil
+	}
+	host, _ := os.Hostname()
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"activities: drive %s: cwd %s does not exist on host %s; run it where that directory is served",
+		childID, hd.Cwd, host), TypeWorkspaceMissing, nil)
 }

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,9 +155,31 @@ func TestDriveCompletesAndHeartbeatsProgress(t *testing.T) {
 	assert.True(t, sawText, "a heartbeat carried streamed text: %+v", beats)
 
 	out := readResult(t, e, "child-1", req, false)
+	assert.Positive(t, out.Usage.InputTokens, "the turn's usage is summed from the log")
+	assert.Positive(t, out.Usage.OutputTokens)
+	out.Usage = session.Usage{}
 	assert.Equal(t, workflows.Outcome{ChildID: "child-1", Depth: pub.Depth, Result: subagent.Result{
 		Output: []session.Block{session.Text("hello from the child")}, StopReason: subagent.StopCompleted,
 	}}, out)
+}
+
+// TestDriveWhereTheCwdIsMissing: a drive that lands on a host without its child's cwd fails
+// non-retryable, naming the host and the path, and runs nothing.
+func TestDriveWhereTheCwdIsMissing(t *testing.T) {
+	f := newFixture(t, `{"toolCalls": [{"name": "write_file", "input": {"path": "x.txt", "content": "x"}}]}`, `{"text": "done"}`)
+	e := newEnv(t, f.activities(), worker.Options{})
+	req := request("write")
+	publish(t, e, "child-1", req)
+	require.NoError(t, os.RemoveAll(f.cwd))
+
+	_, err := drive(e, "child-1", req)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, activities.TypeWorkspaceMissing, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	host, _ := os.Hostname()
+	assert.Contains(t, appErr.Message(), "cwd "+f.cwd+" does not exist on host "+host)
+	assert.NoDirExists(t, f.cwd, "no tool ran")
 }
 
 func TestDriveCancelledAbortsTheTurnWithCauseParent(t *testing.T) {

@@ -136,26 +136,11 @@ func runBatch(b *testing.B, provider string, n int) time.Duration {
 		tasks[i] = workflows.Task{Provider: provider, Task: "go", Cwd: dir,
 			ModelProvider: model.ProviderScripted, Model: scriptPath}
 	}
-	// Large batches go through the tasks file, as `starter batch` sends them.
-	tasksFile := filepath.Join(dir, "tasks.jsonl")
-	f, err := os.Create(tasksFile)
-	require.NoError(b, err)
-	for _, t := range tasks {
-		_, err := fmt.Fprintf(f, `{"provider": %q, "task": "go", "cwd": %q, "model-provider": %q, "model": %q}`+"\n",
-			t.Provider, t.Cwd, t.ModelProvider, t.Model)
-		require.NoError(b, err)
-	}
-	require.NoError(b, f.Close())
 	id := "bench-" + uuid.NewString()
-	in := workflows.BatchInput{BatchID: id, TasksFile: tasksFile, Total: n,
-		OutFile: filepath.Join(dir, "results.jsonl"), Concurrency: benchConcurrency}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
-		workflows.BatchWorkflowName, in)
-	require.NoError(b, err)
+	run := startPagedBatch(ctx, b, id, workflows.TaskQueue, tasks, 0)
 	var sum workflows.BatchSummary
 	require.NoError(b, run.Get(ctx, &sum))
 	elapsed := time.Since(begin)
@@ -164,4 +149,17 @@ func runBatch(b *testing.B, provider string, n int) time.Duration {
 	b.ReportMetric(float64(sum.Durations.Percentile(99).Milliseconds()), "task-p99-ms")
 	b.ReportMetric(float64(sum.Runs), "workflow-runs")
 	return elapsed
+}
+
+// startPagedBatch starts a BatchV2 of tasks as `starter batch` does: the first tasks inline,
+// the others in pages by Update. continueAsNewAfter 0 keeps the default.
+func startPagedBatch(ctx context.Context, b *testing.B, id, queue string, tasks []workflows.Task, continueAsNewAfter int) client.WorkflowRun {
+	inline, paged := workflows.SplitInline(tasks)
+	in := workflows.BatchV2Input{BatchID: id, Tasks: inline, Total: len(tasks), Concurrency: benchConcurrency,
+		TaskQueue: queue, ContinueAsNewAfter: continueAsNewAfter}
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
+		workflows.BatchV2WorkflowName, in)
+	require.NoError(b, err)
+	require.NoError(b, workflows.SendTaskPages(ctx, env.c, id, len(inline), paged))
+	return run
 }

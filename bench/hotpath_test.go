@@ -61,7 +61,7 @@ type ceiling struct {
 //   - run: one scripted spawn run with a new root session (subflow.Start, then the result)
 //     and the same delegation directly on the in-process driver (direct-*); overhead-* is
 //     their difference, overhead-p50-vs-activity its ratio to ceiling-activity's p50.
-//   - batch: a Batch of scripted spawn runs, 50 at a time (runs/s), and its ratio to
+//   - batch: a BatchV2 of scripted spawn runs, 50 at a time (runs/s), and its ratio to
 //     ceiling-activity's throughput (vs-activity).
 //
 // SUBFLOW_BENCH_SEQUENTIAL and SUBFLOW_BENCH_RUNS change the sizes (200, 1,000).

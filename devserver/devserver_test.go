@@ -136,9 +136,11 @@ func TestStartFailsOnBusyPort(t *testing.T) {
 func TestSearchAttributeCommand(t *testing.T) {
 	assert.Equal(t, "temporal operator search-attribute create --namespace default"+
 		" --name SubagentBatch --type Keyword --name SubagentChild --type Keyword"+
-		" --name SubagentDepth --type Int --name SubagentLabel --type Text"+
-		" --name SubagentModel --type Keyword --name SubagentParent --type Keyword"+
-		" --name SubagentProvider --type Keyword --name SubagentStopReason --type Keyword",
+		" --name SubagentDepth --type Int --name SubagentInputTokens --type Int"+
+		" --name SubagentLabel --type Text --name SubagentModel --type Keyword"+
+		" --name SubagentOutputTokens --type Int --name SubagentParent --type Keyword"+
+		" --name SubagentProvider --type Keyword --name SubagentRetryOf --type Keyword"+
+		" --name SubagentStopReason --type Keyword",
 		devserver.SearchAttributeCommand("default"))
 }
 

@@ -28,13 +28,6 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// Tasks travel inline in the workflow input up to these bounds; a larger batch is read by
-// the worker from the file, which it must then be able to open at the same absolute path.
-const (
-	inlineMaxTasks = 500
-	inlineMaxBytes = 512 << 10
-)
-
 // How often the batch's progress is shown: on a terminal as a bar, else as a line.
 const (
 	barInterval  = 500 * time.Millisecond
@@ -43,30 +36,49 @@ const (
 
 // batchFlags are the flags of `starter batch` (SPEC R-81).
 type batchFlags struct {
-	concurrency int
-	out         string
-	taskQueue   string
-	id          string
+	concurrency        int
+	continueAsNewAfter int
+	out                string
+	taskQueue          string
+	id                 string
+	detach             bool
 }
 
 func (f *batchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", workflows.DefaultBatchConcurrency, "most `N` tasks running at once")
-	fs.StringVar(&f.out, "out", "", "results `FILE` (JSONL), written by the worker (default: FILE with .results.jsonl)")
+	fs.IntVar(&f.continueAsNewAfter, "continue-as-new-after", workflows.DefaultContinueAsNewAfter, "children one workflow run starts before it continues as new")
+	fs.StringVar(&f.out, "out", "", "results `FILE` (JSONL), written here by the starter when the batch ends (default: FILE with .results.jsonl)")
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` of the batch, also its SubagentBatch (default batch-<uuid>)")
+	fs.BoolVar(&f.detach, "detach", false, "return once every task is handed to the batch; follow it with `starter batch status ID`")
 }
 
-// runBatch runs `starter batch FILE.jsonl`: every line one task object with the fields of
-// run's flags. It validates the whole file first (exit 2 with the file and line of the first
-// bad task), starts the Batch workflow, shows its progress, prints a summary per stop reason
-// with the p50/p99 duration, and exits 0 only when every task completed, 1 otherwise. An
-// interrupt asks whether to cancel the batch or detach from it; without a terminal it
-// detaches.
+// batchPlan is a batch ready to start: its input with the inline tasks, the tasks that go
+// by Update, and where its results go.
+type batchPlan struct {
+	in      workflows.BatchV2Input
+	paged   []workflows.Task
+	outFile string
+}
+
+// runBatch runs `starter batch FILE.jsonl` (every line one task object; see
+// workflows.ParseTaskLine) and the batch subcommands (`starter batch status|results|pause|
+// resume|resize|cancel|retry ID`). It validates the whole file first (exit 2 with the file
+// and line of the first bad task), starts the BatchV2 workflow, hands it every task, shows its
+// progress, writes the results file and prints a summary per stop reason with the p50/p99
+// duration; it exits 0 only when every task completed, 1 otherwise. With --detach it returns
+// once the batch holds every task. An interrupt asks whether to cancel the batch or detach
+// from it; without a terminal it detaches.
 func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if sub, ok := batchCommands[args[0]]; ok {
+			return sub(ctx, args[1:], stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("starter batch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: starter batch [flags] FILE.jsonl")
+		fmt.Fprintln(stderr, "usage: starter batch [flags] FILE.jsonl\n       starter batch status|results|pause|resume|resize|cancel|retry ID")
 		fs.PrintDefaults()
 	}
 	var f batchFlags
@@ -82,39 +94,75 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.Usage()
 		return exitUsage
 	}
-	in, err := f.plan(positional[0])
+	p, err := f.plan(positional[0])
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-
 	c, err := dial(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
 	}
 	defer c.Close()
-	wr, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:            in.BatchID,
+	return startBatch(ctx, c, p, f, stdout, stderr)
+}
+
+// startBatch starts the planned batch, hands it its paged tasks, and follows it unless
+// f.detach.
+func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags, stdout, stderr io.Writer) int {
+	opts := client.StartWorkflowOptions{
+		ID:            p.in.BatchID,
 		TaskQueue:     f.taskQueue,
-		StaticSummary: fmt.Sprintf("batch of %d tasks", in.Total),
-	}, workflows.BatchWorkflowName, in)
+		StaticSummary: fmt.Sprintf("batch of %d tasks", p.in.Total),
+	}
+	if p.in.RetryOf != "" {
+		opts.StaticSummary += ", retry of " + p.in.RetryOf
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(workflows.AttrRetryOf.ValueSet(p.in.RetryOf))
+	}
+	wr, err := c.ExecuteWorkflow(ctx, opts, workflows.BatchV2WorkflowName, p.in)
 	if err != nil {
-		fmt.Fprintf(stderr, "starter batch: start %s: %v\n", in.BatchID, err)
+		fmt.Fprintf(stderr, "starter batch: start %s: %v\n", p.in.BatchID, err)
 		return exitError
 	}
-	fmt.Fprintf(stderr, "started batch %s: %d tasks, results to %s\n", wr.GetID(), in.Total, in.OutFile)
+	if err := workflows.SendTaskPages(ctx, c, p.in.BatchID, len(p.in.Tasks), p.paged); err != nil {
+		fmt.Fprintf(stderr, "starter batch: %v\n", err)
+		return exitError
+	}
+	if f.detach {
+		fmt.Fprintf(stderr, "started batch %s: %d tasks; follow it with `starter batch status %s`, read results with `starter batch results %s`\n",
+			wr.GetID(), p.in.Total, wr.GetID(), wr.GetID())
+		fmt.Fprintln(stdout, wr.GetID())
+		return exitCompleted
+	}
+	fmt.Fprintf(stderr, "started batch %s: %d tasks, results to %s\n", wr.GetID(), p.in.Total, p.outFile)
+	return followBatch(ctx, c, wr, p.in.Total, p.outFile, stdout, stderr)
+}
 
-	w := &batchWatch{c: c, run: wr, total: in.Total, stdout: stdout, stderr: stderr, stdin: os.Stdin,
+// followBatch shows a batch's progress until it ends, writes its results to outFile (when
+// set) and prints its summary.
+func followBatch(ctx context.Context, c client.Client, wr client.WorkflowRun, total int, outFile string, stdout, stderr io.Writer) int {
+	w := &batchWatch{c: c, run: wr, total: total, stdout: stdout, stderr: stderr, stdin: os.Stdin,
 		bar: isTerminal(stdout), interactive: isTerminal(os.Stdin) && isTerminal(stderr)}
 	sum, detached, err := w.wait(ctx)
 	switch {
 	case detached:
-		fmt.Fprintf(stderr, "starter batch: detached; batch %s goes on (results to %s)\n", wr.GetID(), in.OutFile)
+		fmt.Fprintf(stderr, "starter batch: detached; batch %s goes on (`starter batch results %s` reads its results)\n", wr.GetID(), wr.GetID())
 		return exitError
 	case err != nil:
 		fmt.Fprintf(stderr, "starter batch: %s failed: %v\n", wr.GetID(), err)
 		return exitError
+	}
+	if outFile != "" {
+		n, err := writeResultsFile(context.Background(), c, wr.GetID(), outFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "starter batch: %v\n", err)
+			return exitError
+		}
+		sum.OutFile = outFile
+		if n < sum.Done {
+			fmt.Fprintf(stderr, "starter batch: %s holds %d of %d results: the others are no longer in Temporal\n", outFile, n, sum.Done)
+		}
 	}
 	printBatchSummary(stdout, sum)
 	if !sum.Completed() {
@@ -123,24 +171,25 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitCompleted
 }
 
-// plan reads and checks the tasks file and returns the Batch input: every task must parse
-// and pass the checks a run makes before publication.
-func (f *batchFlags) plan(path string) (workflows.BatchInput, error) {
+// plan reads and checks the tasks file and returns the batch to start: every task must
+// parse and pass the checks a run makes before publication.
+func (f *batchFlags) plan(path string) (batchPlan, error) {
 	if f.concurrency < 1 {
-		return workflows.BatchInput{}, usagef("starter batch: --concurrency must be at least 1: %d", f.concurrency)
+		return batchPlan{}, usagef("starter batch: --concurrency must be at least 1: %d", f.concurrency)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return workflows.BatchInput{}, usagef("starter batch: %s: %v", path, err)
+		return batchPlan{}, usagef("starter batch: %s: %v", path, err)
 	}
 	dir, err := os.Getwd()
 	if err != nil {
-		return workflows.BatchInput{}, usagef("starter batch: working directory: %v", err)
+		return batchPlan{}, usagef("starter batch: working directory: %v", err)
 	}
-	in := workflows.BatchInput{
-		BatchID:     f.id,
-		Concurrency: f.concurrency,
-		TaskQueue:   f.taskQueue,
+	in := workflows.BatchV2Input{
+		BatchID:            f.id,
+		Concurrency:        f.concurrency,
+		ContinueAsNewAfter: f.continueAsNewAfter,
+		TaskQueue:          f.taskQueue,
 		Defaults: workflows.TaskDefaults{
 			Dir:   dir,
 			Route: session.Route{Provider: defaultModelProvider, Model: defaultModel},
@@ -149,31 +198,33 @@ func (f *batchFlags) plan(path string) (workflows.BatchInput, error) {
 	if in.BatchID == "" {
 		in.BatchID = "batch-" + uuid.NewString()
 	}
-	tasks, size, err := readTasks(abs, in.BatchID, in.Defaults)
+	tasks, _, err := readTasks(abs, in.BatchID, in.Defaults)
 	if err != nil {
-		return workflows.BatchInput{}, err
+		return batchPlan{}, err
 	}
-	in.Total = len(tasks)
-	if len(tasks) <= inlineMaxTasks && size <= inlineMaxBytes {
-		in.Tasks = tasks
-	} else {
-		in.TasksFile = abs
+	p := batchPlan{in: in}
+	p.in.Tasks, p.paged = workflows.SplitInline(tasks)
+	p.in.Total = len(tasks)
+	if f.detach {
+		if f.out != "" {
+			return batchPlan{}, usagef("starter batch: --out needs the starter to follow the batch: without --detach, or `starter batch results ID --out FILE`")
+		}
+		return p, nil
 	}
-
 	out := f.out
 	if out == "" {
 		out = strings.TrimSuffix(abs, ".jsonl") + ".results.jsonl"
 	}
-	if in.OutFile, err = filepath.Abs(out); err != nil {
-		return workflows.BatchInput{}, usagef("starter batch: --out %s: %v", out, err)
+	if p.outFile, err = filepath.Abs(out); err != nil {
+		return batchPlan{}, usagef("starter batch: --out %s: %v", out, err)
 	}
-	if in.OutFile == abs {
-		return workflows.BatchInput{}, usagef("starter batch: --out %s would overwrite the tasks", out)
+	if p.outFile == abs {
+		return batchPlan{}, usagef("starter batch: --out %s would overwrite the tasks", out)
 	}
-	if st, err := os.Stat(filepath.Dir(in.OutFile)); err != nil || !st.IsDir() {
-		return workflows.BatchInput{}, usagef("starter batch: --out %s: no such directory", out)
+	if st, err := os.Stat(filepath.Dir(p.outFile)); err != nil || !st.IsDir() {
+		return batchPlan{}, usagef("starter batch: --out %s: no such directory", out)
 	}
-	return in, nil
+	return p, nil
 }
 
 // batchWatch follows a started batch until it ends or the user detaches.
@@ -295,7 +346,11 @@ func queryProgress(c client.Client, id string) (workflows.BatchSummary, error) {
 // never-started ones as "not started") and the p50/p99 task duration.
 func printBatchSummary(w io.Writer, s workflows.BatchSummary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "batch %s: %d of %d tasks done, results in %s\n", s.BatchID, s.Done, s.Total, s.OutFile)
+	fmt.Fprintf(tw, "batch %s: %d of %d tasks done", s.BatchID, s.Done, s.Total)
+	if s.OutFile != "" {
+		fmt.Fprintf(tw, ", results in %s", s.OutFile)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "stop reason\tcount")
 	known := []subagent.StopReason{subagent.StopCompleted, subagent.StopAborted, subagent.StopMaxTokens, subagent.StopRefusal}
 	for _, stop := range known {
@@ -310,6 +365,7 @@ func printBatchSummary(w io.Writer, s workflows.BatchSummary) {
 	if left := s.Total - s.Done; left > 0 {
 		fmt.Fprintf(tw, "not started\t%d\n", left)
 	}
+	fmt.Fprintf(tw, "tokens\t%d in, %d out\n", s.InputTokens, s.OutputTokens)
 	fmt.Fprintf(tw, "duration\tp50 %v  p99 %v\n", roundDuration(s.Durations.Percentile(50)), roundDuration(s.Durations.Percentile(99)))
 	_ = tw.Flush()
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,13 +29,14 @@ func TestBatchPlan(t *testing.T) {
 		``,
 		`{"task": "two", "provider": "fork", "parent": "p1"}`)
 	f := batchFlags{concurrency: 3, taskQueue: "q", id: "b1"}
-	in, err := f.plan(path)
+	p, err := f.plan(path)
 	require.NoError(t, err)
+	in := p.in
 	assert.Equal(t, "b1", in.BatchID)
 	assert.Equal(t, 2, in.Total)
 	assert.Len(t, in.Tasks, 2, "a small batch travels inline")
-	assert.Empty(t, in.TasksFile)
-	assert.Equal(t, strings.TrimSuffix(path, ".jsonl")+".results.jsonl", in.OutFile)
+	assert.Empty(t, p.paged)
+	assert.Equal(t, strings.TrimSuffix(path, ".jsonl")+".results.jsonl", p.outFile, "written by the starter")
 	assert.Equal(t, 3, in.Concurrency)
 	assert.Equal(t, "q", in.TaskQueue)
 	wd, err := os.Getwd()
@@ -42,17 +45,24 @@ func TestBatchPlan(t *testing.T) {
 	assert.Equal(t, defaultModel, in.Defaults.Route.Model)
 }
 
-func TestBatchPlanLargeFileByReference(t *testing.T) {
-	lines := make([]string, inlineMaxTasks+1)
+// TestBatchPlanLargeFilePaged: a large batch keeps its first tasks inline and hands the
+// others over in pages, in order; the file's path goes nowhere.
+func TestBatchPlanLargeFilePaged(t *testing.T) {
+	lines := make([]string, workflows.InlineMaxTasks+7)
 	for i := range lines {
-		lines[i] = `{"task": "t"}`
+		lines[i] = `{"task": "t` + strconv.Itoa(i) + `"}`
 	}
 	path := writeTasks(t, lines...)
-	in, err := (&batchFlags{concurrency: 1}).plan(path)
+	p, err := (&batchFlags{concurrency: 1, detach: true}).plan(path)
 	require.NoError(t, err)
-	assert.Empty(t, in.Tasks)
-	assert.Equal(t, path, in.TasksFile, "the worker reads a large batch from the file")
-	assert.Equal(t, inlineMaxTasks+1, in.Total)
+	assert.Len(t, p.in.Tasks, workflows.InlineMaxTasks)
+	require.Len(t, p.paged, 7)
+	assert.Equal(t, "t"+strconv.Itoa(workflows.InlineMaxTasks), p.paged[0].Task)
+	assert.Equal(t, workflows.InlineMaxTasks+7, p.in.Total)
+	assert.Empty(t, p.outFile, "a detached batch writes no results file")
+	raw, err := json.Marshal(p.in)
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), path)
 }
 
 // TestBatchPlanRejects: a bad task stops the batch before it starts, naming file and line.
@@ -88,6 +98,7 @@ max-tokens   0
 refusal      0
 error        1
 not started  1
+tokens       0 in, 0 out
 duration     p50 2ms  p99 2ms
 `, b.String())
 	assert.Equal(t, "batch b1: 4/5 done (0 running, 0 queued, 2 completed, 1 failed)", progressLine("b1", s))
@@ -97,10 +108,10 @@ duration     p50 2ms  p99 2ms
 // like one without.
 func TestBatchPlanAcceptsABOM(t *testing.T) {
 	path := writeTasks(t, "\ufeff"+`{"task": "one"}`, `{"task": "two"}`)
-	in, err := (&batchFlags{concurrency: 1}).plan(path)
+	p, err := (&batchFlags{concurrency: 1}).plan(path)
 	require.NoError(t, err)
-	require.Len(t, in.Tasks, 2)
-	assert.Equal(t, "one", in.Tasks[0].Task)
+	require.Len(t, p.in.Tasks, 2)
+	assert.Equal(t, "one", p.in.Tasks[0].Task)
 }
 
 // TestBatchPlanReportsEveryBadLine: every bad task is reported at once, each with its line,

@@ -8,6 +8,7 @@
 //	starter result ID [--json]            wait for a run's result
 //	starter cancel ID                     cancel (abort) a run
 //	starter batch FILE.jsonl              run one delegation per line, with live progress
+//	starter batch status|results|… ID     follow, read or steer a running batch
 //
 // run, status, result and cancel connect with the standard Temporal client environment
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, temporal.toml profiles). run and result exit with
@@ -46,7 +47,8 @@ const usage = `usage:
   starter status [--tree] ID [--json]
   starter result ID [--json]
   starter cancel ID
-  starter batch [--concurrency N] [--out RESULTS.jsonl] FILE.jsonl
+  starter batch [--concurrency N] [--out RESULTS.jsonl] [--detach] FILE.jsonl
+  starter batch status|results|pause|resume|cancel|retry ID, starter batch resize ID --concurrency N
 `
 
 // command is one subcommand: it parses args and returns the process exit code.

@@ -43,6 +43,7 @@ type runFlags struct {
 	modelProvider string
 	model         string
 	maxTokens     int64
+	tokenBudget   int64
 	schema        string
 	maxDepth      string
 	persona       string
@@ -63,6 +64,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.modelProvider, "model-provider", "", "model provider `NAME`: deepseek-official, openai-compatible or scripted")
 	fs.StringVar(&f.model, "model", "", "model `NAME` (for scripted: the path of the script)")
 	fs.Int64Var(&f.maxTokens, "max-tokens", 0, "output token cap `N` of the child")
+	fs.Int64Var(&f.tokenBudget, "token-budget", 0, "end the child max-tokens once its turn used `N` tokens (input and output)")
 	fs.StringVar(&f.schema, "schema", "", "JSON schema `FILE` of a structured result")
 	fs.StringVar(&f.maxDepth, "max-depth", "", "delegation depth cap `N`")
 	fs.StringVar(&f.persona, "persona", "", "persona `TEXT` replacing the child's persona section")
@@ -114,6 +116,9 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	if f.timeout < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --timeout must be positive: %v", f.timeout)
 	}
+	if f.tokenBudget < 0 {
+		return subflow.StartOptions{}, usagef("starter run: --token-budget must be a positive integer: %d", f.tokenBudget)
+	}
 	if f.maxTokens < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
 	}
@@ -126,7 +131,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		Label:        f.label,
 		Prompt:       []session.Block{session.Text(task)},
 		Persona:      f.persona,
-		AgentOptions: session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens},
+		AgentOptions: session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens, TokenBudget: f.tokenBudget},
 	}
 	if f.maxDepth != "" {
 		// Range checks belong to the workflow, which answers with the SPEC message.
@@ -183,7 +188,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 
 // rootRoute is the route of a new root session: the route flags, defaulting to DeepSeek.
 func (f *runFlags) rootRoute() (session.Route, error) {
-	r := session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens}
+	r := session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens, TokenBudget: f.tokenBudget}
 	if r.Provider == "" {
 		r.Provider = defaultModelProvider
 	}

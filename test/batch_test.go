@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,16 +21,19 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// startBatch starts a Batch workflow with a fresh id on the shared worker.
-func startBatch(t testing.TB, in workflows.BatchInput) client.WorkflowRun {
+// startBatch starts a BatchV2 workflow with a fresh id on the shared worker.
+func startBatch(t testing.TB, in workflows.BatchV2Input) client.WorkflowRun {
 	t.Helper()
 	if in.BatchID == "" {
 		in.BatchID = "batch-" + uuid.NewString()
 	}
+	if in.Total == 0 {
+		in.Total = len(in.Tasks)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.BatchID, TaskQueue: env.taskQueue},
-		workflows.BatchWorkflowName, in)
+		workflows.BatchV2WorkflowName, in)
 	require.NoError(t, err)
 	return run
 }
@@ -49,23 +49,20 @@ func batchProgress(t testing.TB, id string) (workflows.BatchSummary, error) {
 	return s, v.Get(&s)
 }
 
-// readResults reads a batch results file, by task number.
-func readResults(t testing.TB, path string) map[int]workflows.BatchResult {
+// readResults reads a batch's results from Temporal, by task number; each task must have
+// one.
+func readResults(t testing.TB, c client.Client, batchID string) map[int]workflows.BatchResult {
 	t.Helper()
-	f, err := os.Open(path)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	results, err := workflows.BatchResults(ctx, c, batchID)
 	require.NoError(t, err)
-	defer f.Close()
 	got := map[int]workflows.BatchResult{}
-	s := bufio.NewScanner(f)
-	s.Buffer(nil, 16<<20)
-	for s.Scan() {
-		var r workflows.BatchResult
-		require.NoError(t, json.Unmarshal(s.Bytes(), &r), "line %q", s.Text())
+	for _, r := range results {
 		_, dup := got[r.Index]
 		require.False(t, dup, "task %d has two results", r.Index)
 		got[r.Index] = r
 	}
-	require.NoError(t, s.Err())
 	return got
 }
 
@@ -111,9 +108,8 @@ func TestBatchMixedProviders(t *testing.T) {
 		tasks[i].Label = fmt.Sprintf("task %d", i)
 		want[i] = answer
 	}
-	out := filepath.Join(dir, "results.jsonl")
 	batchID := "batch-" + uuid.NewString()
-	brun := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, OutFile: out, Concurrency: 8})
+	brun := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 8})
 
 	// Progress while it runs: every task is queued, running or done, never more than 8 run.
 	done := make(chan error, 1)
@@ -150,7 +146,7 @@ poll:
 	assert.True(t, sum.Completed(), "%+v", sum)
 	assert.Equal(t, n, sum.Done)
 	assert.Equal(t, 1, sum.Runs)
-	results := readResults(t, out)
+	results := readResults(t, env.c, batchID)
 	require.Len(t, results, n)
 	for i := range n {
 		r := results[i]
@@ -168,22 +164,17 @@ poll:
 		[]string{results[0].WorkflowID, results[10].WorkflowID, results[20].WorkflowID, results[30].WorkflowID, results[40].WorkflowID})
 }
 
-// TestBatchContinueAsNew runs a batch read from a tasks file over a small continue-as-new
-// threshold: it takes several runs and every task still runs once.
+// TestBatchContinueAsNew runs a batch over a small continue-as-new threshold: it takes
+// several runs and every task still runs once.
 func TestBatchContinueAsNew(t *testing.T) {
 	dir := t.TempDir()
 	answer := script(t, dir, `{"text": "ok"}`)
-	var lines []string
+	var tasks []workflows.Task
 	for i := range 30 {
-		line, err := json.Marshal(scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
-		require.NoError(t, err)
-		lines = append(lines, string(line))
+		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
 	}
-	tasksFile := filepath.Join(dir, "tasks.jsonl")
-	require.NoError(t, os.WriteFile(tasksFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
-	out := filepath.Join(dir, "results.jsonl")
-
-	run := startBatch(t, workflows.BatchInput{TasksFile: tasksFile, OutFile: out, Concurrency: 4, ContinueAsNewAfter: 10})
+	batchID := "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 4, ContinueAsNewAfter: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	var sum workflows.BatchSummary
@@ -191,7 +182,7 @@ func TestBatchContinueAsNew(t *testing.T) {
 	assert.Equal(t, 3, sum.Runs, "30 tasks at 10 a run")
 	assert.Equal(t, 30, sum.Total)
 	assert.True(t, sum.Completed(), "%+v", sum)
-	results := readResults(t, out)
+	results := readResults(t, env.c, batchID)
 	require.Len(t, results, 30)
 	for i := range 30 {
 		assert.Equal(t, "ok", results[i].Output, "task %d", i)
@@ -199,7 +190,7 @@ func TestBatchContinueAsNew(t *testing.T) {
 }
 
 // TestBatchCancel cancels a batch while three slow children (spawn and sdk) run: they end
-// aborted with their partial output written, the other tasks never start, and the batch
+// aborted with their partial output kept, the other tasks never start, and the batch
 // ends Canceled with its summary.
 func TestBatchCancel(t *testing.T) {
 	dir := t.TempDir()
@@ -208,12 +199,11 @@ func TestBatchCancel(t *testing.T) {
 	for range 9 {
 		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, slow, "slow spawn"))
 	}
-	out := filepath.Join(dir, "results.jsonl")
 	batchID := "batch-" + uuid.NewString()
 	for i := range tasks { // known workflow ids, so the test can watch each child
 		tasks[i].ID = fmt.Sprintf("%s-task-%d", batchID, i)
 	}
-	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, OutFile: out, Concurrency: 3})
+	run := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 3})
 
 	// Cancel once three children have streamed text, so there is partial output to keep.
 	require.Eventually(t, func() bool {
@@ -240,7 +230,7 @@ func TestBatchCancel(t *testing.T) {
 	assert.Equal(t, 7, sum.Queued)
 	assert.Equal(t, map[subagent.StopReason]int{subagent.StopAborted: 3}, sum.ByStopReason)
 
-	results := readResults(t, out)
+	results := readResults(t, env.c, batchID)
 	require.Len(t, results, 3)
 	for i, r := range results {
 		assert.Equal(t, subagent.StopAborted, r.StopReason, "task %d", i)

@@ -53,6 +53,9 @@ type faultEnv struct {
 	taskQueue string
 	store     string // session store spec: a directory or a postgres:// URL
 	logs      string // directory of the workers' logs
+	workDir   string // working directory of the workers; empty means the test's
+	extraArgs []string
+	extraEnv  []string
 	n         int
 }
 
@@ -91,14 +94,16 @@ func (f *faultEnv) startWorkerVia(prefix []string, flags ...string) *workerProc 
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer logFile.Close()
-	args := append(append(append([]string{}, prefix...), bin, "--task-queue", f.taskQueue, "--log-level", "info"), flags...)
+	args := append(append(append(append([]string{}, prefix...), bin, "--task-queue", f.taskQueue, "--log-level", "info"), flags...), f.extraArgs...)
 	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = f.workDir
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_ADDRESS="+f.addr,
 		"TEMPORAL_NAMESPACE="+f.namespace,
 		app.EnvSessionStore+"="+f.store,
 		app.EnvSessionRoot+"=",
 	)
+	cmd.Env = append(cmd.Env, f.extraEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	w := &workerProc{cmd: cmd, log: logPath, done: make(chan struct{})}

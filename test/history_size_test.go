@@ -3,10 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -57,8 +57,8 @@ func TestHistoryBounded(t *testing.T) {
 	assert.Less(t, diff, int64(len(answer)), "history sizes differ by less than the final output (%d bytes)", len(answer))
 }
 
-// TestRecordBatchHistory runs a two-task batch to completion and records its history for the
-// replay test.
+// TestRecordBatchHistory runs a two-task BatchV2 to completion and records its history for
+// the replay test (batch-completed.json is the first Batch workflow's, kept for replay).
 func TestRecordBatchHistory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -66,12 +66,13 @@ func TestRecordBatchHistory(t *testing.T) {
 		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "first"}`), "one"),
 		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "second"}`), "two"),
 	}
-	run := startBatch(t, workflows.BatchInput{Tasks: tasks, OutFile: filepath.Join(dir, "results.jsonl"), Concurrency: 2})
+	batchID := "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 2})
 	var sum workflows.BatchSummary
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	require.NoError(t, run.Get(ctx, &sum))
-	got := readResults(t, filepath.Join(dir, "results.jsonl"))
+	got := readResults(t, env.c, batchID)
 	require.Len(t, got, 2)
-	record(t, run, "batch-completed")
+	record(t, run, "batchv2-completed")
 }

@@ -45,12 +45,11 @@ func TestPostgresRestartMidBatch(t *testing.T) {
 		tasks[i].Cwd = filepath.Join(dir, strconv.Itoa(i))
 		require.NoError(t, os.Mkdir(tasks[i].Cwd, 0o755))
 	}
-	out := filepath.Join(dir, "results.jsonl")
 	batchID := "batch-" + uuid.NewString()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	run, err := f.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: f.taskQueue},
-		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, OutFile: out, Concurrency: 6})
+		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: 6, TaskQueue: f.taskQueue})
 	require.NoError(t, err)
 
 	// Mid-batch: some children have written files (their drives are appending), none is done.
@@ -69,7 +68,7 @@ func TestPostgresRestartMidBatch(t *testing.T) {
 	defer cancel()
 	require.NoError(t, run.Get(ctx, &sum))
 	assert.True(t, sum.Completed(), "every run completes: %+v", sum)
-	results := readResults(t, out)
+	results := readResults(t, f.c, batchID)
 	require.Len(t, results, n)
 	for i := range n {
 		r := results[i]

@@ -159,3 +159,20 @@ func TestStarterExitCodes(t *testing.T) {
 		assert.Contains(t, stderr, "--model")
 	})
 }
+
+// TestStarterTokenBudget: `starter run --token-budget N` ends the run max-tokens (exit 4)
+// once the script's usage crosses N, before the script's final answer.
+func TestStarterTokenBudget(t *testing.T) {
+	dir := t.TempDir()
+	path := script(t, dir, `{"toolCalls": [{"name": "list_dir", "input": {}}]}`, `{"text": "never reached"}`)
+	code, stdout, stderr := runStarter(t, dir, "run", "--json", "--model-provider", "scripted", "--model", path,
+		"--token-budget", "5", "look around")
+	require.Equal(t, 4, code, "stderr: %s", stderr)
+	res := decodeStarterJSON(t, stdout)
+	assert.Equal(t, "max-tokens", res.StopReason)
+	assert.NotContains(t, res.Output, "never reached")
+
+	code, stdout, stderr = runStarter(t, dir, "run", "--json", "--model-provider", "scripted", "--model", path, "look around")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assert.Equal(t, "never reached", decodeStarterJSON(t, stdout).Output, "without a budget the script runs to its answer")
+}

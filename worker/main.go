@@ -20,6 +20,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -47,6 +49,8 @@ func run() int {
 	flag.Var(&childEnv, "child-env", "pass the environment variable `NAME` to sdk children besides the built-in allowlist (repeatable)")
 	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0,
 		"how often a running drive heartbeats, at most 1s; each heartbeat is one Temporal call (default $"+app.EnvHeartbeatInterval+", else 1s)")
+	limits := providerLimits{}
+	flag.Var(limits, "model-concurrency", "`PROVIDER=N`: at most N concurrent requests to the model provider across the cluster (repeatable; give every worker the same)")
 	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	flag.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
@@ -58,6 +62,7 @@ func run() int {
 	flag.Parse()
 	opts.SDKArgs = sdkArgs
 	opts.ChildEnv = childEnv
+	opts.ModelConcurrency = limits
 
 	logger, err := app.NewLogger(*level)
 	if err != nil {
@@ -111,4 +116,19 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// providerLimits is the repeatable PROVIDER=N flag --model-concurrency.
+type providerLimits map[string]int
+
+func (l providerLimits) String() string { return fmt.Sprint(map[string]int(l)) }
+
+func (l providerLimits) Set(v string) error {
+	provider, n, ok := strings.Cut(v, "=")
+	limit, err := strconv.Atoi(n)
+	if !ok || provider == "" || err != nil || limit < 1 {
+		return fmt.Errorf("want PROVIDER=N with N at least 1: %q", v)
+	}
+	l[provider] = limit
+	return nil
 }

@@ -13,19 +13,23 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Task is one delegation of a batch: one line of a batch file (SPEC R-81). Its fields are
-// those of `starter run`'s flags, under the flags' names; Task is the positional TASK.
+// Task is one delegation of a batch: one line of a batch file (SPEC R-81). Its canonical
+// field names are those of the `subagent` tool (camelCase: modelProvider, maxTokens,
+// maxDepth, outputSchema); the names of `starter run`'s flags (model-provider, max-tokens,
+// max-depth, schema) are accepted too. Task is the positional TASK.
 type Task struct {
 	Provider      string `json:"provider,omitempty"`
 	Task          string `json:"task"`
 	Parent        string `json:"parent,omitempty"`
 	Cwd           string `json:"cwd,omitempty"`
-	ModelProvider string `json:"model-provider,omitempty"`
+	ModelProvider string `json:"modelProvider,omitempty"`
 	Model         string `json:"model,omitempty"`
-	MaxTokens     int64  `json:"max-tokens,omitempty"`
+	MaxTokens     int64  `json:"maxTokens,omitempty"`
+	// TokenBudget ends the run max-tokens once its turn used this many tokens.
+	TokenBudget int64 `json:"tokenBudget,omitempty"`
 	// Schema is the JSON schema of a structured result, inline (an object).
-	Schema   json.RawMessage `json:"schema,omitempty"`
-	MaxDepth *int64          `json:"max-depth,omitempty"`
+	Schema   json.RawMessage `json:"outputSchema,omitempty"`
+	MaxDepth *int64          `json:"maxDepth,omitempty"`
 	Persona  string          `json:"persona,omitempty"`
 	Allow    []string        `json:"allow,omitempty"`
 	Deny     []string        `json:"deny,omitempty"`
@@ -34,6 +38,67 @@ type Task struct {
 	ID string `json:"id,omitempty"`
 	// Timeout is the run's deadline, a Go duration such as "90s" or "10m" (StartInput.Timeout).
 	Timeout string `json:"timeout,omitempty"`
+}
+
+// taskAliases maps the flag names a task line may use to the canonical field names.
+var taskAliases = map[string]string{
+	"model-provider": "modelProvider",
+	"max-tokens":     "maxTokens",
+	"max-depth":      "maxDepth",
+	"schema":         "outputSchema",
+	"token-budget":   "tokenBudget",
+}
+
+// UnmarshalJSON decodes a task under either name of each field; a field given under both
+// names and an unknown field are errors.
+func (t *Task) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if !isJSONObject(data) || json.Unmarshal(data, &fields) != nil {
+		return errors.New("a task must be a JSON object")
+	}
+	for alias, name := range taskAliases {
+		_, a := fields[alias]
+		_, n := fields[name]
+		if a && n {
+			return fmt.Errorf("both %q and %q given", name, alias)
+		}
+	}
+	type task Task // without the method, and named so in decode errors
+	var w struct {
+		task
+		AliasModelProvider string          `json:"model-provider"`
+		AliasMaxTokens     int64           `json:"max-tokens"`
+		AliasMaxDepth      *int64          `json:"max-depth"`
+		AliasSchema        json.RawMessage `json:"schema"`
+		AliasTokenBudget   int64           `json:"token-budget"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			// Name the field as the line spells it, on Task.
+			return fmt.Errorf("json: cannot unmarshal %s into Go struct field Task.%s of type %s", ute.Value, ute.Field, ute.Type)
+		}
+		return err
+	}
+	*t = Task(w.task)
+	if _, ok := fields["model-provider"]; ok {
+		t.ModelProvider = w.AliasModelProvider
+	}
+	if _, ok := fields["max-tokens"]; ok {
+		t.MaxTokens = w.AliasMaxTokens
+	}
+	if _, ok := fields["max-depth"]; ok {
+		t.MaxDepth = w.AliasMaxDepth
+	}
+	if _, ok := fields["schema"]; ok {
+		t.Schema = w.AliasSchema
+	}
+	if _, ok := fields["token-budget"]; ok {
+		t.TokenBudget = w.AliasTokenBudget
+	}
+	return nil
 }
 
 // TaskDefaults completes the tasks of a batch, as the starter's own environment completes
@@ -81,6 +146,9 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 	if t.MaxTokens < 0 {
 		return StartInput{}, fmt.Errorf("task: max-tokens must be a positive integer: %d", t.MaxTokens)
 	}
+	if t.TokenBudget < 0 {
+		return StartInput{}, fmt.Errorf("task: tokenBudget must be a positive integer: %d", t.TokenBudget)
+	}
 	if len(t.Schema) > 0 && !isJSONObject(t.Schema) {
 		return StartInput{}, errors.New("task: schema must be a JSON object")
 	}
@@ -100,7 +168,7 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 		Label:        t.Label,
 		Prompt:       []session.Block{session.Text(t.Task)},
 		Persona:      t.Persona,
-		AgentOptions: session.Route{Provider: t.ModelProvider, Model: t.Model, MaxTokens: t.MaxTokens},
+		AgentOptions: session.Route{Provider: t.ModelProvider, Model: t.Model, MaxTokens: t.MaxTokens, TokenBudget: t.TokenBudget},
 		MaxDepth:     t.MaxDepth,
 		OutputSchema: t.Schema,
 	}
@@ -139,4 +207,33 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 func isJSONObject(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// TaskOf returns the task that StartInput in was built from (see Task.StartInput), with its
+// cwd and route resolved: a retried batch starts it again as it ran. The workflow id is
+// left out, so the new run gets its own.
+func TaskOf(in StartInput) Task {
+	r := in.Request
+	t := Task{
+		Provider:      in.Provider,
+		Task:          session.JoinText(r.Prompt),
+		Parent:        r.Parent.SessionID,
+		Cwd:           r.Parent.Cwd,
+		ModelProvider: r.AgentOptions.Provider,
+		Model:         r.AgentOptions.Model,
+		MaxTokens:     r.AgentOptions.MaxTokens,
+		TokenBudget:   r.AgentOptions.TokenBudget,
+		Schema:        r.OutputSchema,
+		MaxDepth:      r.MaxDepth,
+		Persona:       r.Persona,
+		Label:         r.Label,
+	}
+	if in.Root != nil && t.Parent == "" {
+		t.Cwd = in.Root.Cwd
+		t.ModelProvider, t.Model = in.Root.Route.Provider, in.Root.Route.Model
+	}
+	if f := r.ToolFilter; f != nil {
+		t.Allow, t.Deny = f.Allow, f.Deny
+	}
+	return t
 }

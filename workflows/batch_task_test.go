@@ -19,6 +19,16 @@ func TestParseTaskLine(t *testing.T) {
 	assert.Equal(t, Task{Task: "sum up", Provider: "fork", MaxDepth: ptr(int64(2)), Allow: []string{"read_file"},
 		Schema: json.RawMessage(`{"type": "object"}`)}, task)
 
+	camel, _, err := ParseTaskLine([]byte(`{"task": "sum up", "provider": "fork", "maxDepth": 2, "allow": ["read_file"], "outputSchema": {"type": "object"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, task, camel, "the subagent tool's names are the canonical ones")
+	mixed, _, err := ParseTaskLine([]byte(`{"task": "t", "modelProvider": "scripted", "max-tokens": 7}`))
+	require.NoError(t, err)
+	assert.Equal(t, Task{Task: "t", ModelProvider: "scripted", MaxTokens: 7}, mixed)
+	raw, err := json.Marshal(mixed)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"task": "t", "modelProvider": "scripted", "maxTokens": 7}`, string(raw), "encoded under the canonical names")
+
 	_, blank, err = ParseTaskLine([]byte("  \t\r\n"))
 	require.NoError(t, err)
 	assert.True(t, blank, "white space is a blank line")
@@ -27,8 +37,9 @@ func TestParseTaskLine(t *testing.T) {
 		`{"prompt": "x"}`:                 `not a task object: json: unknown field "prompt"`,
 		`{"task": "  "}`:                  `missing "task"`,
 		`{"task": "a"} {}`:                "more than one JSON value on the line",
-		`["task"]`:                        "not a task object: json: cannot unmarshal array into Go value of type workflows.Task",
+		`["task"]`:                        "not a task object: a task must be a JSON object",
 		`{"task": "a", "max-depth": "2"}`: `not a task object: json: cannot unmarshal string into Go struct field Task.max-depth of type int64`,
+		`{"task": "a", "maxTokens": 1, "max-tokens": 2}`: `not a task object: both "maxTokens" and "max-tokens" given`,
 	} {
 		_, _, err := ParseTaskLine([]byte(line))
 		assert.EqualError(t, err, want, line)

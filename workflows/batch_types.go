@@ -89,6 +89,16 @@ type BatchSummary struct {
 	// Runs counts the workflow runs the batch used (1 + its continue-as-new count).
 	Runs    int    `json:"runs"`
 	OutFile string `json:"outFile,omitempty"`
+	// Concurrency, Paused and Cancelled are BatchV2's live controls.
+	Concurrency int  `json:"concurrency,omitempty"`
+	Paused      bool `json:"paused,omitempty"`
+	Cancelled   bool `json:"cancelled,omitempty"`
+	// InputTokens and OutputTokens sum the usage of the finished tasks (BatchV2).
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// StartErrors are BatchV2's tasks that could not start (at most 1,000): they have no
+	// workflow, so `starter batch results` reads them from here.
+	StartErrors []BatchResult `json:"startErrors,omitempty"`
 }
 
 // Completed reports whether every task of the batch ended completed.
@@ -113,6 +123,9 @@ type BatchResult struct {
 	// Structured are then empty until AppendBatchResults fills them from the store, which
 	// never writes a ResultRef into the results file.
 	ResultRef *PayloadRef `json:"resultRef,omitempty"`
+	// InputTokens and OutputTokens are the run's token usage (BatchV2).
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
 }
 
 // ReadBatchTasksInput is the input of ReadBatchTasks: read at most Limit tasks of Path from

@@ -109,7 +109,8 @@ func (f *fakes) ReadResult(ctx context.Context, in ReadResultInput) (Outcome, er
 			Output: []session.Block{session.Text("partial")}, StopReason: subagent.StopAborted}}, nil
 	}
 	return Outcome{ChildID: in.ChildID, Depth: 2, Result: subagent.Result{
-		Output: []session.Block{session.Text("done")}, StopReason: subagent.StopCompleted}}, nil
+		Output: []session.Block{session.Text("done")}, StopReason: subagent.StopCompleted},
+		Usage: session.Usage{InputTokens: 30, OutputTokens: 4}}, nil
 }
 
 func (f *fakes) RecordNested(ctx context.Context, in RecordNestedInput) error {

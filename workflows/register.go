@@ -11,4 +11,6 @@ func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName})
 	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName})
 	r.RegisterWorkflowWithOptions(FetchPayload, workflow.RegisterOptions{Name: FetchPayloadWorkflowName})
+	r.RegisterWorkflowWithOptions(BatchV2, workflow.RegisterOptions{Name: BatchV2WorkflowName})
+	r.RegisterWorkflowWithOptions(ModelAdmission, workflow.RegisterOptions{Name: AdmissionWorkflowName})
 }

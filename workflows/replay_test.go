@@ -6,9 +6,9 @@ import (
 	"github.com/subflow-dev/subflow/workflows/replaytest"
 )
 
-// TestReplayRecordedHistories replays every history recorded in testdata/ (StartSubagent and
-// Batch runs; see package replaytest for how to record one), so a change that breaks running
-// workflows fails here.
+// TestReplayRecordedHistories replays every history recorded in testdata/ (StartSubagent,
+// Batch, BatchV2 and ModelAdmission runs; see package replaytest for how to record one), so a
+// change that breaks running workflows fails here.
 func TestReplayRecordedHistories(t *testing.T) {
-	replaytest.ReplayHistories(t, "testdata", StartSubagent, Batch)
+	replaytest.ReplayHistories(t, "testdata", StartSubagent, Batch, BatchV2, ModelAdmission)
 }

@@ -13,11 +13,18 @@ var (
 	AttrBatch      = temporal.NewSearchAttributeKeyKeyword("SubagentBatch")
 	AttrDepth      = temporal.NewSearchAttributeKeyInt64("SubagentDepth")
 	AttrLabel      = temporal.NewSearchAttributeKeyString("SubagentLabel") // Text
+	// AttrRetryOf is set on a BatchV2 started by `starter batch retry`: the batch it retries.
+	AttrRetryOf = temporal.NewSearchAttributeKeyKeyword("SubagentRetryOf")
+	// AttrInputTokens and AttrOutputTokens are a finished run's token usage.
+	AttrInputTokens  = temporal.NewSearchAttributeKeyInt64("SubagentInputTokens")
+	AttrOutputTokens = temporal.NewSearchAttributeKeyInt64("SubagentOutputTokens")
 )
 
 // SearchAttributes lists every key above, for registration: each key's GetName and
 // GetValueType give what `temporal operator search-attribute create --name N --type T`
-// needs (6 Keyword, 1 Int, 1 Text: within SQL visibility's limits).
+// needs (7 Keyword, 3 Int, 1 Text: within SQL visibility's limits of 10, 3 and 3 per
+// namespace — the Int ones are all taken).
 var SearchAttributes = []temporal.SearchAttributeKey{
 	AttrProvider, AttrModel, AttrParent, AttrChild, AttrStopReason, AttrBatch, AttrDepth, AttrLabel,
+	AttrRetryOf, AttrInputTokens, AttrOutputTokens,
 }

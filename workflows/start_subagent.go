@@ -346,6 +346,9 @@ func (r *run) publish(ctx workflow.Context, childID string, pub Published) error
 	return nil
 }
 
+// changeTokenAttributes is the workflow.GetVersion change id of the token search attributes.
+const changeTokenAttributes = "token-attributes"
+
 // finish ends a published run with its outcome: Canceled with the outcome as details when
 // the workflow was cancelled, completed otherwise.
 func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
@@ -357,7 +360,12 @@ func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
 	r.status.StopReason = stop
 	// The outcome is final: record its stop reason even when the run was cancelled.
 	upsertCtx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := r.upsert(upsertCtx, AttrStopReason.ValueSet(string(stop))); err != nil {
+	attrs := []temporal.SearchAttributeUpdate{AttrStopReason.ValueSet(string(stop))}
+	// Runs recorded before token usage was a search attribute replay without it.
+	if workflow.GetVersion(upsertCtx, changeTokenAttributes, workflow.DefaultVersion, 1) == 1 {
+		attrs = append(attrs, AttrInputTokens.ValueSet(out.Usage.InputTokens), AttrOutputTokens.ValueSet(out.Usage.OutputTokens))
+	}
+	if err := r.upsert(upsertCtx, attrs...); err != nil {
 		return r.fail(err)
 	}
 	if cancelled {

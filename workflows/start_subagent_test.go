@@ -25,7 +25,8 @@ func TestInProcessRunCompletes(t *testing.T) {
 	var out Outcome
 	require.NoError(t, h.env.GetWorkflowResult(&out))
 	assert.Equal(t, Outcome{ChildID: "child-1", Depth: 2, Result: subagent.Result{
-		Output: []session.Block{session.Text("done")}, StopReason: subagent.StopCompleted}}, out)
+		Output: []session.Block{session.Text("done")}, StopReason: subagent.StopCompleted},
+		Usage: session.Usage{InputTokens: 30, OutputTokens: 4}}, out)
 
 	pub, err := u.get(t)
 	require.NoError(t, err)
@@ -40,14 +41,17 @@ func TestInProcessRunCompletes(t *testing.T) {
 	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
 
 	assert.Equal(t, map[string]any{
-		"SubagentProvider":   "spawn",
-		"SubagentModel":      "model-a",
-		"SubagentParent":     "parent-1",
-		"SubagentBatch":      "batch-7",
-		"SubagentLabel":      "summarise",
-		"SubagentChild":      "child-1",
-		"SubagentDepth":      int64(2),
-		"SubagentStopReason": "completed",
+		"SubagentProvider": "spawn",
+		"SubagentModel":    "model-a",
+		"SubagentParent":   "parent-1",
+		"SubagentBatch":    "batch-7",
+		// The run's token usage, from ReadResult.
+		"SubagentInputTokens":  int64(30),
+		"SubagentOutputTokens": int64(4),
+		"SubagentLabel":        "summarise",
+		"SubagentChild":        "child-1",
+		"SubagentDepth":        int64(2),
+		"SubagentStopReason":   "completed",
 	}, h.Attrs())
 }
 
@@ -285,12 +289,12 @@ func TestStartAttributesAreNotUpsertedAgain(t *testing.T) {
 	}{
 		{"set by the start options", true, [][]string{
 			{"SubagentChild", "SubagentDepth", "SubagentParent"},
-			{"SubagentStopReason"},
+			{"SubagentInputTokens", "SubagentOutputTokens", "SubagentStopReason"},
 		}},
 		{"started without them", false, [][]string{
 			{"SubagentLabel", "SubagentProvider"},
 			{"SubagentChild", "SubagentDepth", "SubagentParent"},
-			{"SubagentStopReason"},
+			{"SubagentInputTokens", "SubagentOutputTokens", "SubagentStopReason"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,7 +85,7 @@ func TestSearchAttributesFitSQLVisibility(t *testing.T) {
 		count[k.GetValueType()]++
 		names[k.GetName()] = true
 	}
-	assert.Len(t, names, 8)
+	assert.Len(t, names, 11)
 	assert.LessOrEqual(t, count[enumspb.INDEXED_VALUE_TYPE_KEYWORD], 10)
 	assert.LessOrEqual(t, count[enumspb.INDEXED_VALUE_TYPE_INT], 3)
 	assert.LessOrEqual(t, count[enumspb.INDEXED_VALUE_TYPE_TEXT], 3)

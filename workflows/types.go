@@ -167,6 +167,8 @@ type Outcome struct {
 	// ResultRef, when set, says the result was too big to travel inline (PayloadThreshold):
 	// Result holds only the stop reason, and client.ResolveOutcome fetches the rest.
 	ResultRef *PayloadRef `json:"resultRef,omitempty"`
+	// Usage is the tokens the child's turn used, summed over its model requests.
+	Usage session.Usage `json:"usage,omitzero"`
 }
 
 // Progress is the heartbeat detail of Drive and RunSDKChild: subagent.Progress, the one

@@ -15,7 +15,8 @@ fi
 
 existing=$(temporal operator search-attribute list --namespace "$TEMPORAL_NAMESPACE")
 for attr in SubagentBatch:Keyword SubagentChild:Keyword SubagentDepth:Int SubagentLabel:Text \
-  SubagentModel:Keyword SubagentParent:Keyword SubagentProvider:Keyword SubagentStopReason:Keyword; do
+  SubagentModel:Keyword SubagentParent:Keyword SubagentProvider:Keyword SubagentStopReason:Keyword \
+  SubagentRetryOf:Keyword SubagentInputTokens:Int SubagentOutputTokens:Int; do
   name=${attr%%:*}
   if ! printf '%s\n' "$existing" | grep -qw "$name"; then
     temporal operator search-attribute create --namespace "$TEMPORAL_NAMESPACE" --name "$name" --type "${attr#*:}"

@@ -39,6 +39,8 @@ type pendingTurn struct {
 	// done counts, per call id, the stored tool/results of the last step. A count, not a flag:
 	// a model may repeat an id within one response, and each call is its own execution.
 	done map[string]int
+	// tokens is the turn's usage so far, input and output, for Route.TokenBudget.
+	tokens int64
 }
 
 // replay rebuilds the state from a loaded log. Events before the header's seedLength (a fork
@@ -96,6 +98,7 @@ func (s *state) replayOne(ev *session.Event) error {
 			return err
 		}
 		s.assistantMessage(d.Message)
+		s.used(d.Usage)
 	case session.TypeToolResult:
 		var d session.ToolResultData
 		if err := ev.Decode(&d); err != nil {
@@ -122,6 +125,13 @@ func (s *state) spliced(msgs []session.UserMessage) {
 func (s *state) turnStarted(turn int) {
 	s.lastTurn = max(s.lastTurn, turn)
 	s.pending = &pendingTurn{turn: turn}
+}
+
+// used adds a model request's usage to the pending turn's.
+func (s *state) used(u *session.Usage) {
+	if s.pending != nil && u != nil {
+		s.pending.tokens += u.InputTokens + u.OutputTokens
+	}
 }
 
 func (s *state) stepStarted(step int) {

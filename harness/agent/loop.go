@@ -177,7 +177,10 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	usage := resp.Usage
 	err = a.emit(session.TypeAssistantMessage, session.AssistantMessageData{
 		Turn: turn, Step: step, Message: msg, Usage: &usage,
-	}, func(s *state) { s.assistantMessage(msg) })
+	}, func(s *state) {
+		s.assistantMessage(msg)
+		s.used(&usage)
+	})
 	if err != nil {
 		return failed(err)
 	}
@@ -191,7 +194,25 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	if end := a.runTools(ctx, turn, step, calls, nil); end != nil {
 		return end
 	}
+	if a.overBudget() {
+		// After the step's tools ran, so every call in the log has its result.
+		if err := a.closeStep(turn, step); err != nil {
+			return failed(err)
+		}
+		return &session.EndReason{Kind: session.EndMaxTokens}
+	}
 	return a.endStep(turn, step, len(calls) > 0)
+}
+
+// overBudget reports whether the turn's usage reached the route's token budget.
+func (a *Agent) overBudget() bool {
+	r := a.header.Route
+	if r == nil || r.TokenBudget <= 0 {
+		return false
+	}
+	a.logMu.Lock()
+	defer a.logMu.Unlock()
+	return a.st.pending != nil && a.st.pending.tokens >= r.TokenBudget
 }
 
 // runStepHooks appends the events of the OnStepStart hooks.

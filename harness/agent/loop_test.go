@@ -408,3 +408,35 @@ func TestOpenRejectsUnknownPresetTool(t *testing.T) {
 	_, err = Open(context.Background(), Options{Store: f.store, SessionID: "absent", Models: f.models, Tools: f.tools})
 	assert.ErrorIs(t, err, session.ErrNotFound)
 }
+
+// TestTokenBudget: a turn whose usage reaches the route's token budget ends max-tokens after
+// the step that crossed it (its tool calls ran, each with a result); the next script
+// response is never asked for. Without the budget the same script runs to its answer.
+func TestTokenBudget(t *testing.T) {
+	call := `{"toolCalls": [{"name": "list_dir", "input": {}}]}`
+	for _, tc := range []struct {
+		budget int64
+		want   string
+	}{{budget: 1, want: session.EndMaxTokens}, {budget: 0, want: session.EndCompleted}} {
+		f := newFixture(t)
+		h := session.Header{ID: "s1", Cwd: f.cwd, Route: &session.Route{
+			Provider: model.ProviderScripted, Model: f.script(call, `{"text": "done"}`), TokenBudget: tc.budget}}
+		require.NoError(t, f.store.Create(context.Background(), h))
+		a := f.open("s1")
+		ask(t, a, "go")
+		events := f.events("s1")
+		assert.Equal(t, tc.want, lastTurnEnd(t, events).Reason.Kind, "budget %d", tc.budget)
+		n := 0
+		for _, ev := range events {
+			if ev.Type == session.TypeAssistantMessage {
+				n++
+			}
+		}
+		if tc.budget > 0 {
+			assert.Equal(t, 1, n, "the turn stops after the step that crossed the budget")
+			assert.Contains(t, types(events), session.TypeToolResult, "the crossing step's call has its result")
+		} else {
+			assert.Equal(t, 2, n)
+		}
+	}
+}

@@ -56,6 +56,10 @@ type OpenAIOptions struct {
 	// *TimeoutError, which IsRetryable.
 	RequestTimeout    time.Duration
 	StreamIdleTimeout time.Duration
+	// RateLimitWait is the longest one request waits out 429s and 503s with Retry-After in
+	// all, after the client's own retries, before the error fails the run; 0 means 30
+	// minutes, negative means no waiting.
+	RateLimitWait time.Duration
 }
 
 // OpenAICompatible is a Model speaking the OpenAI chat-completions API (streaming, function
@@ -142,41 +146,52 @@ func (m *OpenAICompatible) Stream(ctx context.Context, req Request, onText func(
 		return Response{}, m.wrap(modelName, err)
 	}
 
+	// Admission and rate-limit waits wrap the whole request (admission.go).
+	return withRateLimits(ctx, m.opts.Provider, m.opts.RateLimitWait, func(ctx context.Context) (Response, bool, error) {
+		return m.stream(ctx, modelName, params, onText)
+	})
+}
+
+// stream sends one streaming request; streamed says whether any text reached onText.
+// Each attempt has its own request and stream-idle timeouts.
+func (m *OpenAICompatible) stream(ctx context.Context, modelName string, params openai.ChatCompletionNewParams, onText func(delta string)) (Response, bool, error) {
 	parent := ctx
 	ctx, dog := newWatchdog(ctx, m.opts.Provider, modelName, m.opts.RequestTimeout, m.opts.StreamIdleTimeout)
 	defer dog.stop()
 	stream := m.chat.NewStreaming(ctx, params)
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
+	streamed := false
 	for stream.Next() {
 		dog.alive()
 		chunk := stream.Current()
 		if !acc.AddChunk(chunk) {
-			return Response{}, m.wrap(modelName, errors.New("malformed stream chunk"))
+			return Response{}, streamed, m.wrap(modelName, errors.New("malformed stream chunk"))
 		}
 		if onText == nil {
 			continue
 		}
 		for _, choice := range chunk.Choices {
 			if choice.Index == 0 && choice.Delta.Content != "" {
+				streamed = true
 				onText(choice.Delta.Content)
 			}
 		}
 	}
 	if err := parent.Err(); err != nil {
-		return Response{}, err
+		return Response{}, streamed, err
 	}
 	if err := stream.Err(); err != nil {
 		if te := timeout(ctx); te != nil {
-			return Response{}, te
+			return Response{}, streamed, te
 		}
-		return Response{}, m.apiError(modelName, err)
+		return Response{}, streamed, m.apiError(modelName, err)
 	}
 	resp, err := completion(acc.ChatCompletion)
 	if err != nil {
-		return Response{}, m.wrap(modelName, err)
+		return Response{}, streamed, m.wrap(modelName, err)
 	}
-	return resp, nil
+	return resp, streamed, nil
 }
 
 func (m *OpenAICompatible) wrap(modelName string, err error) error {

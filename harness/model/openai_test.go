@@ -110,7 +110,61 @@ func newTestAdapter(f *fakeAPI) *OpenAICompatible {
 		BaseURL:  f.srv.URL,
 		APIKey:   "test-key",
 		KeyEnv:   "DEEPSEEK_API_KEY",
+		// The errors surface at once; TestOpenAIWaitsOutRateLimits covers the waits.
+		RateLimitWait: -1,
 	})
+}
+
+// TestOpenAIWaitsOutRateLimits: a 429 and a 503 with Retry-After are waited out and the
+// request sent again, without failing; the waits are reported (the worker's heartbeat shows
+// them) and every request went through the admission, released after it.
+func TestOpenAIWaitsOutRateLimits(t *testing.T) {
+	f := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		switch n {
+		case 1:
+			writeAPIError(w, http.StatusTooManyRequests, "rate_limit", "slow down", map[string]string{"Retry-After": "1"})
+		case 2:
+			writeAPIError(w, http.StatusServiceUnavailable, "overloaded", "busy", map[string]string{"Retry-After": "0"})
+		default:
+			writeSSE(w, textDelta("third time"), chunk(`{}`, "stop"))
+		}
+	})
+	m := NewOpenAICompatible(OpenAIOptions{Provider: ProviderOpenAICompatible, BaseURL: f.srv.URL, APIKey: "k", DefaultModel: "m"})
+	var notes []string
+	admitted, released := 0, 0
+	ctx := WithAdmission(context.Background(), Admission{
+		Admit: func(_ context.Context, provider string) (func(), error) {
+			assert.Equal(t, ProviderOpenAICompatible, provider)
+			admitted++
+			return func() { released++ }, nil
+		},
+		OnWait: func(note string) { notes = append(notes, note) },
+	})
+	resp, err := m.Stream(ctx, userRequest("hi"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "third time", resp.Text)
+	assert.Len(t, f.received(t), 3)
+	assert.Equal(t, 3, admitted)
+	assert.Equal(t, 3, released)
+	require.Len(t, notes, 4)
+	assert.Contains(t, notes[0], "waiting for rate limit")
+	assert.Contains(t, notes[0], "429")
+	assert.Equal(t, "", notes[1])
+	assert.Contains(t, notes[2], "503")
+}
+
+// TestOpenAIRateLimitWaitBounded: a 429 that never ends fails the request once the wait
+// budget is spent, with the provider's error.
+func TestOpenAIRateLimitWaitBounded(t *testing.T) {
+	f := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		writeAPIError(w, http.StatusTooManyRequests, "rate_limit", "quota exhausted", map[string]string{"Retry-After": "1"})
+	})
+	m := NewOpenAICompatible(OpenAIOptions{BaseURL: f.srv.URL, APIKey: "k", DefaultModel: "m", RateLimitWait: 1500 * time.Millisecond})
+	_, err := m.Stream(context.Background(), userRequest("hi"), nil)
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusTooManyRequests, apiErr.StatusCode)
+	assert.Len(t, f.received(t), 2, "one wait of 1s fits the budget, a second does not")
 }
 
 func userRequest(text string) Request {

@@ -21,11 +21,13 @@ const OriginSubagent = "subagent"
 const MaxSafeInteger = 1<<53 - 1
 
 // Route says which model adapter answers an agent, with which model, under which output cap.
-// MaxTokens 0 means no cap.
+// MaxTokens 0 means no cap. TokenBudget, when set, caps the tokens (input and output) one
+// turn may use: the turn ends max-tokens once its usage reaches it.
 type Route struct {
-	Provider  string `json:"provider"`
-	Model     string `json:"model"`
-	MaxTokens int64  `json:"maxTokens,omitempty"`
+	Provider    string `json:"provider"`
+	Model       string `json:"model"`
+	MaxTokens   int64  `json:"maxTokens,omitempty"`
+	TokenBudget int64  `json:"tokenBudget,omitempty"`
 }
 
 // IsZero reports whether no field of the route is set.
@@ -41,6 +43,9 @@ func (r Route) Override(o Route) Route {
 	}
 	if o.MaxTokens != 0 {
 		r.MaxTokens = o.MaxTokens
+	}
+	if o.TokenBudget != 0 {
+		r.TokenBudget = o.TokenBudget
 	}
 	return r
 }
@@ -111,6 +116,9 @@ func (h Header) Validate() error {
 	}
 	if h.Route != nil && (h.Route.MaxTokens < 0 || h.Route.MaxTokens > MaxSafeInteger) {
 		return bad("route maxTokens must be a non-negative safe integer: %d", h.Route.MaxTokens)
+	}
+	if h.Route != nil && (h.Route.TokenBudget < 0 || h.Route.TokenBudget > MaxSafeInteger) {
+		return bad("route tokenBudget must be a non-negative safe integer: %d", h.Route.TokenBudget)
 	}
 	return nil
 }

@@ -87,6 +87,9 @@ type Options struct {
 	// SubagentMaxDepth is the subagent tool's depth cap; the zero value is
 	// subagent.DefaultMaxDepth.
 	SubagentMaxDepth subagent.MaxDepthSetting
+	// ModelConcurrency caps concurrent model requests per model provider across the cluster
+	// (activities.Config.ModelConcurrency); every worker should pass the same caps.
+	ModelConcurrency map[string]int
 }
 
 // New builds the worker for c with every workflow and activity registered, not yet started.
@@ -128,6 +131,9 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		SubagentMaxDepth: opts.SubagentMaxDepth,
 
 		HeartbeatInterval: opts.HeartbeatInterval,
+		// The limiters run on the common queue, whatever queue a drive runs on.
+		ModelConcurrency:   opts.ModelConcurrency,
+		AdmissionTaskQueue: opts.TaskQueue,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)

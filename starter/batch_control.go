@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// batchCommands are the subcommands of `starter batch` that act on a started batch by id.
+var batchCommands map[string]command
+
+func init() {
+	batchCommands = map[string]command{
+		"status":  runBatchStatus,
+		"results": runBatchResults,
+		"pause":   batchControl("pause", workflows.UpdatePause),
+		"resume":  batchControl("resume", workflows.UpdateResume),
+		"cancel":  batchControl("cancel", workflows.UpdateCancel),
+		"resize":  runBatchResize,
+		"retry":   runBatchRetry,
+	}
+}
+
+// batchControl returns the subcommand sending update name to a batch; it prints the
+// batch's state after the change.
+func batchControl(verb, name string) command {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		fs := flag.NewFlagSet("starter batch "+verb, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		id, code, ok := parseID(fs, args)
+		if !ok {
+			return code
+		}
+		return sendControl(ctx, id, "starter batch "+verb, name, nil, stdout, stderr)
+	}
+}
+
+// runBatchResize sets a running batch's concurrency.
+func runBatchResize(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter batch resize", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("concurrency", 0, "new most `N` tasks running at once")
+	id, code, ok := parseID(fs, args)
+	if !ok {
+		return code
+	}
+	if *n < 1 {
+		fmt.Fprintf(stderr, "starter batch resize: --concurrency must be at least 1: %d\n", *n)
+		return exitUsage
+	}
+	return sendControl(ctx, id, "starter batch resize", workflows.UpdateResize, *n, stdout, stderr)
+}
+
+func sendControl(ctx context.Context, id, cmd, name string, arg any, stdout, stderr io.Writer) int {
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer c.Close()
+	var args []any
+	if arg != nil {
+		args = append(args, arg)
+	}
+	var sum workflows.BatchSummary
+	if err := workflows.UpdateBatch(ctx, c, id, name, &sum, args...); err != nil {
+		fmt.Fprintf(stderr, "%s: %s: %v\n", cmd, id, err)
+		return exitError
+	}
+	fmt.Fprintln(stdout, stateLine(id, sum))
+	return exitCompleted
+}
+
+// stateLine is the progress line with the batch's controls.
+func stateLine(id string, s workflows.BatchSummary) string {
+	state := "running"
+	switch {
+	case s.Cancelled:
+		state = "cancelled"
+	case s.Paused:
+		state = "paused"
+	}
+	return fmt.Sprintf("%s, concurrency %d, %s tokens in/out %d/%d", progressLine(id, s), s.Concurrency, state, s.InputTokens, s.OutputTokens)
+}
+
+// runBatchStatus shows a batch's live progress until it ends (the bar again), or with --json
+// prints its summary once.
+func runBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter batch status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the summary once as JSON")
+	id, code, ok := parseID(fs, args)
+	if !ok {
+		return code
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer c.Close()
+	sum, err := workflows.BatchSummaryOf(ctx, c, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter batch status: %s: %v\n", id, err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(sum)
+		return exitCompleted
+	}
+	return followBatch(ctx, c, c.GetWorkflow(ctx, id, ""), sum.Total, "", stdout, stderr)
+}
+
+// runBatchResults writes every finished task's result of a batch as JSONL, ordered by task
+// number, to stdout or --out. It reads them from Temporal only, so it works from any machine
+// that reaches the frontend.
+func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter batch results", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	id, code, ok := parseID(fs, args)
+	if !ok {
+		return code
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer c.Close()
+	if *out != "" {
+		n, err := writeResultsFile(ctx, c, id, *out)
+		if err != nil {
+			fmt.Fprintf(stderr, "starter batch results: %v\n", err)
+			return exitError
+		}
+		fmt.Fprintf(stderr, "%d results of %s in %s\n", n, id, *out)
+		return exitCompleted
+	}
+	results, err := workflows.BatchResults(ctx, c, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter batch results: %s: %v\n", id, err)
+		return exitError
+	}
+	if err := encodeResults(stdout, results); err != nil {
+		fmt.Fprintf(stderr, "starter batch results: %s: %v\n", id, err)
+		return exitError
+	}
+	return exitCompleted
+}
+
+// writeResultsFile writes the results of batch id to path (through a temporary file, so a
+// reader never sees half of it) and returns their count.
+func writeResultsFile(ctx context.Context, c client.Client, id, path string) (int, error) {
+	results, err := workflows.BatchResults(ctx, c, id)
+	if err != nil {
+		return 0, fmt.Errorf("read results of %s: %w", id, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return 0, fmt.Errorf("write results to %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := encodeResults(tmp, results); err != nil {
+		tmp.Close()
+		return 0, fmt.Errorf("write results to %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, fmt.Errorf("write results to %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return 0, fmt.Errorf("write results to %s: %w", path, err)
+	}
+	return len(results), nil
+}
+
+func encodeResults(w io.Writer, results []workflows.BatchResult) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notCompleted reports whether a result is one `starter batch retry` runs again: a failure,
+// or a run that ended other than completed (error, aborted, max-tokens, refusal).
+func notCompleted(r workflows.BatchResult) bool {
+	return r.Error != "" || r.StopReason != subagent.StopCompleted
+}
+
+// runBatchRetry starts a new batch of the tasks of batch ID that did not complete (error,
+// aborted, max-tokens), each as it was started the first time, linked to the first batch by
+// the SubagentRetryOf search attribute. It then follows the new batch like `starter batch`.
+func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter batch retry", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f batchFlags
+	f.register(fs)
+	id, code, ok := parseID(fs, args)
+	if !ok {
+		return code
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer c.Close()
+	results, err := workflows.BatchResults(ctx, c, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
+		return exitError
+	}
+	var tasks []workflows.Task
+	skipped := 0
+	for _, r := range results {
+		if !notCompleted(r) {
+			continue
+		}
+		if r.WorkflowID == "" {
+			skipped++ // never started: no input kept
+			continue
+		}
+		in, err := workflows.StartInputOf(ctx, c, r.WorkflowID, "")
+		if err != nil {
+			fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
+			return exitError
+		}
+		tasks = append(tasks, workflows.TaskOf(in))
+	}
+	if skipped > 0 {
+		fmt.Fprintf(stderr, "starter batch retry: %d tasks of %s never started and are not retried (see `starter batch results %s`)\n", skipped, id, id)
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintf(stderr, "starter batch retry: every task of %s completed\n", id)
+		return exitCompleted
+	}
+	p := batchPlan{in: workflows.BatchV2Input{
+		BatchID: f.id, Concurrency: f.concurrency, ContinueAsNewAfter: f.continueAsNewAfter,
+		TaskQueue: f.taskQueue, RetryOf: id, Total: len(tasks),
+	}, outFile: f.out}
+	if p.in.BatchID == "" {
+		p.in.BatchID = "batch-" + uuid.NewString()
+	}
+	p.in.Tasks, p.paged = workflows.SplitInline(tasks)
+	return startBatch(ctx, c, p, f, stdout, stderr)
+}

@@ -1,0 +1,454 @@
+package workflows
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+// maxStartErrors bounds the unstartable tasks a batch keeps for `starter batch results`.
+const maxStartErrors = 1000
+
+// AwaitChildTimeout bounds how long AwaitChild waits for one child that outlived the run
+// that started it: a child may run for hours.
+const AwaitChildTimeout = 30 * 24 * time.Hour
+
+// BatchV2 runs one StartSubagent child workflow per task, at most Concurrency at once (SPEC
+// R-81), with nothing shared between the starter's host and the workers' but Temporal:
+//
+//   - Tasks come inline in the input and, for a large batch, in pages the starter hands over
+//     with UpdateAddTasks. The update stores its page in the session store (SaveBatchPage),
+//     where every worker reads it back when the batch reaches it (LoadBatchPage); the batch's
+//     state keeps only the page numbers. The pages are removed when the batch ends.
+//   - Results stay in Temporal: each child carries the batch id as its SubagentBatch search
+//     attribute and its task number in its memo (MemoBatchIndex), so any machine reaching
+//     the frontend lists a batch's runs and reads their results. The batch itself keeps
+//     counts, a stop-reason histogram, token totals and a duration histogram (BatchSummary,
+//     the answer to QueryProgress and to every update).
+//   - Children are started with ParentClosePolicy ABANDON, so a run continues as new after
+//     ContinueAsNewAfter starts without waiting for them: it hands the running children to
+//     the next run by workflow id (BatchV2State.Running), and that run awaits each with the
+//     AwaitChild activity, which long-polls the child's result through the client. A child
+//     that runs for hours thus holds one concurrency slot and never stalls the others.
+//   - Live control: UpdatePause, UpdateResume, UpdateResize and UpdateCancel, each answered
+//     with the new summary.
+//
+// Cancelling the workflow, or UpdateCancel, starts nothing more and cancels every running
+// child; each ends aborted with its partial output (SPEC R-72) and is counted. A cancelled
+// workflow ends Canceled with its BatchSummary as details; a batch cancelled by update
+// completes with Cancelled set.
+//
+// BatchV2 is a new workflow type rather than a GetVersion branch of Batch because both its
+// state (pages, children handed over) and its children's close policy differ: a versioned
+// Batch would interleave two designs in every function, and old batches still replay
+// against the unchanged Batch.
+func BatchV2(ctx workflow.Context, in BatchV2Input) (BatchSummary, error) {
+	b := newBatchV2(ctx, in)
+	if err := b.registerHandlers(ctx); err != nil {
+		return BatchSummary{}, err
+	}
+	// Awaiting children and aborting them go on after a cancel.
+	bg, _ := workflow.NewDisconnectedContext(ctx)
+	for _, rt := range b.inherited {
+		b.awaitInherited(bg, rt)
+	}
+
+	b.startTasks(ctx)
+
+	if !b.cancelled && ctx.Err() == nil && !b.exhausted {
+		// Continue as new once every started child has its workflow and no update is half
+		// done; the running children go on and the next run awaits them.
+		_ = workflow.Await(bg, func() bool { return b.starting == 0 && !b.saving && workflow.AllHandlersFinished(bg) })
+		if ctx.Err() == nil && !b.cancelled {
+			return b.progress(), workflow.NewContinueAsNewError(ctx, BatchV2WorkflowName, b.next())
+		}
+	}
+	if err := workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled }); err != nil || b.cancelled {
+		b.cancelAll(bg)
+		_ = workflow.Await(bg, func() bool { return b.running == 0 })
+	}
+	_ = workflow.Await(bg, func() bool { return !b.saving && workflow.AllHandlersFinished(bg) })
+	if len(b.pages) > 0 {
+		actx := workflow.WithActivityOptions(bg, shortOptions(fmt.Sprintf("remove pages of batch %s", b.id)))
+		// Best effort: a page left behind is garbage, not a wrong result.
+		_ = workflow.ExecuteActivity(actx, ActivityRemoveBatchPages, BatchPageInput{BatchID: b.id, Page: len(b.pages)}).Get(bg, nil)
+	}
+	sum := b.progress()
+	if ctx.Err() != nil {
+		return sum, temporal.NewCanceledError(sum)
+	}
+	return sum, nil
+}
+
+// batchV2 is the state of one BatchV2 run.
+type batchV2 struct {
+	in        BatchV2Input
+	id        string
+	threshold int
+
+	concurrency int
+	paused      bool
+	cancelled   bool
+
+	// page holds tasks not yet started, the first one numbered cursor.
+	page       []Task
+	cursor     int
+	pages      []PageRef
+	stored     int
+	saving     bool
+	exhausted  bool
+	startedNow int
+
+	running  int
+	starting int
+	// children are the running children by task number; cancel is nil for a child
+	// inherited from an earlier run (it is cancelled by workflow id).
+	children  map[int]*batchChild
+	inherited []RunningTask
+
+	sum BatchSummary
+}
+
+type batchChild struct {
+	rt     RunningTask
+	cancel workflow.CancelFunc
+}
+
+func newBatchV2(ctx workflow.Context, in BatchV2Input) *batchV2 {
+	b := &batchV2{in: in, id: in.BatchID, concurrency: in.Concurrency, threshold: in.ContinueAsNewAfter,
+		children: map[int]*batchChild{}}
+	if b.id == "" {
+		b.id = workflow.GetInfo(ctx).WorkflowExecution.ID
+	}
+	if b.concurrency <= 0 {
+		b.concurrency = DefaultBatchConcurrency
+	}
+	if b.threshold <= 0 {
+		b.threshold = DefaultContinueAsNewAfter
+	}
+	b.page = in.Tasks
+	if st := in.State; st != nil {
+		b.cursor, b.pages, b.stored = st.Next, st.Pages, st.Stored
+		b.inherited = st.Running
+		b.paused, b.sum = st.Paused, st.Summary
+		if st.Concurrency > 0 {
+			b.concurrency = st.Concurrency
+		}
+	} else {
+		b.stored = len(in.Tasks)
+		b.sum.Total = max(in.Total, len(in.Tasks))
+	}
+	b.sum.BatchID = b.id
+	b.sum.Runs++
+	if b.sum.ByStopReason == nil {
+		b.sum.ByStopReason = make(map[subagent.StopReason]int)
+	}
+	return b
+}
+
+func (b *batchV2) registerHandlers(ctx workflow.Context) error {
+	err := workflow.SetQueryHandlerWithOptions(ctx, QueryProgress,
+		func() (BatchSummary, error) { return b.progress(), nil },
+		workflow.QueryHandlerOptions{Description: "queued, running and done tasks, stop reasons, tokens, durations"})
+	if err != nil {
+		return err
+	}
+	handlers := []struct {
+		name, desc string
+		handler    any
+		validator  any
+	}{
+		{UpdateAddTasks, "store the next page of tasks", b.addTasks, b.validatePage},
+		{UpdatePause, "start no more children", func(workflow.Context) (BatchSummary, error) {
+			b.paused = true
+			return b.progress(), nil
+		}, nil},
+		{UpdateResume, "start children again", func(workflow.Context) (BatchSummary, error) {
+			b.paused = false
+			return b.progress(), nil
+		}, nil},
+		{UpdateResize, "set the concurrency", func(_ workflow.Context, n int) (BatchSummary, error) {
+			b.concurrency = n
+			return b.progress(), nil
+		}, func(_ workflow.Context, n int) error {
+			if n < 1 {
+				return fmt.Errorf("batch %s: concurrency must be at least 1: %d", b.id, n)
+			}
+			return nil
+		}},
+		{UpdateCancel, "cancel the batch and its running children", func(workflow.Context) (BatchSummary, error) {
+			b.cancelled = true
+			return b.progress(), nil
+		}, nil},
+	}
+	for _, h := range handlers {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.handler,
+			workflow.UpdateHandlerOptions{Validator: h.validator, Description: h.desc}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validatePage rejects a page that cannot belong to the batch, before it enters history.
+func (b *batchV2) validatePage(_ workflow.Context, p TaskPage) error {
+	switch {
+	case p.Page < 0 || len(p.Tasks) == 0 || len(p.Tasks) > MaxPageTasks:
+		return fmt.Errorf("batch %s: page %d must hold 1 to %d tasks: %d", b.id, p.Page, MaxPageTasks, len(p.Tasks))
+	case p.First < 0 || p.First+len(p.Tasks) > b.sum.Total:
+		return fmt.Errorf("batch %s: page %d (tasks %d…%d) lies beyond the batch's %d tasks",
+			b.id, p.Page, p.First, p.First+len(p.Tasks)-1, b.sum.Total)
+	case b.cancelled:
+		return fmt.Errorf("batch %s: cancelled", b.id)
+	}
+	return nil
+}
+
+// addTasks stores page p. Pages are taken in order, one at a time; a page stored already
+// is acknowledged again.
+func (b *batchV2) addTasks(ctx workflow.Context, p TaskPage) (BatchSummary, error) {
+	if err := workflow.Await(ctx, func() bool { return !b.saving }); err != nil {
+		return b.progress(), err
+	}
+	if p.Page < len(b.pages) {
+		return b.progress(), nil
+	}
+	if p.Page != len(b.pages) || p.First != b.stored {
+		return b.progress(), fmt.Errorf("batch %s: page %d starting at task %d is out of order: want page %d at task %d",
+			b.id, p.Page, p.First, len(b.pages), b.stored)
+	}
+	b.saving = true
+	defer func() { b.saving = false }()
+	actx := workflow.WithActivityOptions(ctx, shortOptions(fmt.Sprintf("store page %d of batch %s", p.Page, b.id)))
+	err := workflow.ExecuteActivity(actx, ActivitySaveBatchPage, BatchPageInput{BatchID: b.id, Page: p.Page, Tasks: p.Tasks}).Get(ctx, nil)
+	if err != nil {
+		return b.progress(), err
+	}
+	b.pages = append(b.pages, PageRef{Page: p.Page, First: p.First, Count: len(p.Tasks)})
+	b.stored += len(p.Tasks)
+	return b.progress(), nil
+}
+
+// startTasks starts children until every task started, the run should continue as new, or
+// the batch is cancelled.
+func (b *batchV2) startTasks(ctx workflow.Context) {
+	for {
+		if b.cancelled || ctx.Err() != nil {
+			return
+		}
+		if b.cursor >= b.sum.Total {
+			b.exhausted = true
+			return
+		}
+		if b.startedNow >= b.threshold || b.historyFull(ctx) {
+			return
+		}
+		err := workflow.Await(ctx, func() bool {
+			return b.cancelled || (!b.paused && b.running < b.concurrency && (len(b.page) > 0 || b.stored > b.cursor))
+		})
+		if err != nil || b.cancelled {
+			return
+		}
+		if len(b.page) == 0 {
+			if err := b.load(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				// The page is lost (its store is gone): its tasks cannot start.
+				b.failTask(ctx, BatchResult{Index: b.cursor, Error: err.Error()})
+				b.cursor++
+				continue
+			}
+		}
+		t, n := b.page[0], b.cursor
+		b.page, b.cursor = b.page[1:], b.cursor+1
+		b.startedNow++
+		b.startChild(ctx, n, t)
+	}
+}
+
+// load reads the stored page holding task cursor into page.
+func (b *batchV2) load(ctx workflow.Context) error {
+	for _, ref := range b.pages {
+		if b.cursor < ref.First || b.cursor >= ref.First+ref.Count {
+			continue
+		}
+		actx := workflow.WithActivityOptions(ctx, shortOptions(fmt.Sprintf("load page %d of batch %s", ref.Page, b.id)))
+		var tasks []Task
+		if err := workflow.ExecuteActivity(actx, ActivityLoadBatchPage, BatchPageInput{BatchID: b.id, Page: ref.Page}).Get(ctx, &tasks); err != nil {
+			return fmt.Errorf("batch %s: load page %d: %w", b.id, ref.Page, err)
+		}
+		if off := b.cursor - ref.First; off < len(tasks) {
+			b.page = tasks[off:]
+			return nil
+		}
+		return fmt.Errorf("batch %s: page %d holds %d tasks, want %d", b.id, ref.Page, len(tasks), ref.Count)
+	}
+	return fmt.Errorf("batch %s: no stored page holds task %d", b.id, b.cursor)
+}
+
+// historyFull reports whether this run's history is large enough to continue as new early.
+func (b *batchV2) historyFull(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() ||
+		info.GetCurrentHistoryLength() > maxRunEvents || info.GetCurrentHistorySize() > maxRunBytes
+}
+
+// startChild starts task n as a child workflow that outlives this run, and counts it when
+// it ends.
+func (b *batchV2) startChild(ctx workflow.Context, n int, t Task) {
+	begin := workflow.Now(ctx)
+	in, err := t.StartInput(b.id, b.in.Defaults)
+	if err != nil {
+		b.failTask(ctx, BatchResult{Index: n, Label: t.Label, Error: err.Error()})
+		return
+	}
+	in.ChildID = batchChildID(b.id, n)
+	rt := RunningTask{Index: n, Label: t.Label, WorkflowID: t.ID, ChildID: in.ChildID, Started: begin}
+	if rt.WorkflowID == "" {
+		rt.WorkflowID = WorkflowID(in.ChildID)
+	}
+	cctx, cancel := workflow.WithCancel(ctx)
+	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            rt.WorkflowID,
+		TaskQueue:             b.in.TaskQueue,
+		StaticSummary:         Summary(in),
+		StaticDetails:         Details(in),
+		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),
+		Memo:                  map[string]any{MemoBatchIndex: n},
+		// The child outlives this run when the batch continues as new; the next run awaits
+		// it by id. A cancelled batch cancels its children itself.
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WaitForCancellation: true,
+	})
+	b.running++
+	b.starting++
+	b.children[n] = &batchChild{rt: rt, cancel: cancel}
+	fut := workflow.ExecuteChildWorkflow(cctx, WorkflowName, in)
+	wait, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(wait, func(wait workflow.Context) {
+		_ = fut.GetChildWorkflowExecution().Get(wait, nil)
+		b.starting--
+		var out Outcome
+		err := fut.Get(wait, &out)
+		b.finish(wait, rt, ChildOutcome(out, err))
+	})
+}
+
+// ChildOutcome is the ChildResult of a child whose workflow returned out and err.
+func ChildOutcome(out Outcome, err error) ChildResult {
+	switch {
+	case err == nil:
+		return ChildResult{Outcome: out}
+	case temporal.IsCanceledError(err):
+		out = canceledOutcome(err, Outcome{Result: subagent.Result{StopReason: subagent.StopAborted}})
+		if out.Result.StopReason == "" {
+			out.Result.StopReason = subagent.StopAborted
+		}
+		return ChildResult{Outcome: out}
+	}
+	if ve := Rejection(err); ve != nil {
+		return ChildResult{Error: ve.Message}
+	}
+	return ChildResult{Error: err.Error()}
+}
+
+// awaitInherited awaits a child an earlier run started, with AwaitChild.
+func (b *batchV2) awaitInherited(ctx workflow.Context, rt RunningTask) {
+	b.running++
+	b.children[rt.Index] = &batchChild{rt: rt}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: AwaitChildTimeout,
+			HeartbeatTimeout:    time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
+			Summary:             fmt.Sprintf("await task %d of batch %s (%s)", rt.Index, b.id, rt.WorkflowID),
+		})
+		var res ChildResult
+		if err := workflow.ExecuteActivity(actx, ActivityAwaitChild, AwaitChildInput{WorkflowID: rt.WorkflowID}).Get(ctx, &res); err != nil {
+			res = ChildResult{Error: err.Error()}
+		}
+		b.finish(ctx, rt, res)
+	})
+}
+
+// cancelAll cancels every running child: those of this run through their context, those
+// inherited by workflow id. Their ends are counted as they come.
+func (b *batchV2) cancelAll(ctx workflow.Context) {
+	for _, n := range sortedKeys(b.children) {
+		c := b.children[n]
+		if c.cancel != nil {
+			c.cancel()
+			continue
+		}
+		_ = workflow.RequestCancelExternalWorkflow(ctx, c.rt.WorkflowID, "").Get(ctx, nil)
+	}
+}
+
+// finish counts a child that ended.
+func (b *batchV2) finish(ctx workflow.Context, rt RunningTask, res ChildResult) {
+	delete(b.children, rt.Index)
+	b.running--
+	var stop subagent.StopReason
+	if res.Error == "" {
+		stop = res.Outcome.Result.StopReason
+	}
+	b.sum.countOutcome(stop, workflow.Now(ctx).Sub(rt.Started), res.Outcome.Usage)
+}
+
+// failTask counts a task that could not start and keeps its error for the results.
+func (b *batchV2) failTask(ctx workflow.Context, res BatchResult) {
+	if len(b.sum.StartErrors) < maxStartErrors {
+		b.sum.StartErrors = append(b.sum.StartErrors, res)
+	}
+	b.sum.countOutcome("", 0, session.Usage{})
+}
+
+// progress returns the summary with the live counts.
+func (b *batchV2) progress() BatchSummary {
+	s := b.sum
+	s.Running = b.running
+	s.Queued = max(s.Total-s.Done-s.Running, 0)
+	s.Concurrency, s.Paused, s.Cancelled = b.concurrency, b.paused, b.cancelled
+	s.StartErrors = slices.Clone(b.sum.StartErrors)
+	s.ByStopReason = make(map[subagent.StopReason]int, len(b.sum.ByStopReason))
+	for k, v := range b.sum.ByStopReason {
+		s.ByStopReason[k] = v
+	}
+	return s
+}
+
+// next is the input of the run this one continues as: the unstarted tasks of the current
+// page inline, the pages, the running children and the counters.
+func (b *batchV2) next() BatchV2Input {
+	next := b.in
+	next.BatchID = b.id
+	next.Tasks = b.page
+	running := make([]RunningTask, 0, len(b.children))
+	for _, n := range sortedKeys(b.children) {
+		running = append(running, b.children[n].rt)
+	}
+	next.State = &BatchV2State{
+		Next:        b.cursor,
+		Pages:       b.pages,
+		Stored:      b.stored,
+		Running:     running,
+		Paused:      b.paused,
+		Concurrency: b.concurrency,
+		Summary:     b.sum,
+	}
+	return next
+}
+
+// sortedKeys returns the task numbers of children in order, so commands are deterministic.
+func sortedKeys(children map[int]*batchChild) []int {
+	return slices.Sorted(maps.Keys(children))
+}

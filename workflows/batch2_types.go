@@ -1,0 +1,140 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+// BatchV2WorkflowName is the registered name of BatchV2, the batch `starter batch` starts.
+// Batch (BatchWorkflowName) stays registered so batches started by an older starter finish
+// and its recorded histories replay.
+const BatchV2WorkflowName = "BatchV2"
+
+// Updates of BatchV2. Each is answered with the batch's BatchSummary after the change.
+const (
+	// UpdateAddTasks hands the batch one TaskPage; see BatchV2.
+	UpdateAddTasks = "add-tasks"
+	// UpdatePause stops starting children; running ones go on.
+	UpdatePause = "pause"
+	// UpdateResume starts children again after UpdatePause.
+	UpdateResume = "resume"
+	// UpdateResize sets the concurrency (an int, at least 1).
+	UpdateResize = "resize"
+	// UpdateCancel cancels the batch: nothing more starts, every running child is cancelled
+	// and ends aborted with its partial output. The batch then completes with Cancelled set.
+	UpdateCancel = "cancel"
+)
+
+// Activity names of BatchV2.
+const (
+	ActivitySaveBatchPage    = "SaveBatchPage"
+	ActivityLoadBatchPage    = "LoadBatchPage"
+	ActivityRemoveBatchPages = "RemoveBatchPages"
+	ActivityAwaitChild       = "AwaitChild"
+)
+
+// MemoBatchIndex is the memo key of a batch child holding its task's number.
+const MemoBatchIndex = "subflowBatchIndex"
+
+// MaxPageTasks bounds the tasks of one TaskPage; the starter also keeps a page under 1 MiB.
+const MaxPageTasks = 500
+
+// TaskPage is the argument of UpdateAddTasks: tasks First … First+len(Tasks)-1 of the batch.
+// Page numbers start at 0 and pages come in order; a page the batch already holds is
+// acknowledged again without change, so a starter may resend after an error.
+type TaskPage struct {
+	Page  int    `json:"page"`
+	First int    `json:"first"`
+	Tasks []Task `json:"tasks"`
+}
+
+// PageRef is where one stored page of a batch lies: its number and the tasks it holds.
+type PageRef struct {
+	Page  int `json:"page"`
+	First int `json:"first"`
+	Count int `json:"count"`
+}
+
+// BatchPageInput is the input of SaveBatchPage (with Tasks), LoadBatchPage and
+// RemoveBatchPages (Page is then the count of pages to remove).
+type BatchPageInput struct {
+	BatchID string `json:"batchId"`
+	Page    int    `json:"page"`
+	Tasks   []Task `json:"tasks,omitempty"`
+}
+
+// RunningTask is a child a BatchV2 run started and hands to the next run when it continues
+// as new; the next run awaits it with AwaitChild.
+type RunningTask struct {
+	Index      int       `json:"index"`
+	Label      string    `json:"label,omitempty"`
+	WorkflowID string    `json:"workflowId"`
+	ChildID    string    `json:"childId"`
+	Started    time.Time `json:"started"`
+}
+
+// AwaitChildInput is the input of AwaitChild: wait for the workflow WorkflowID to close and
+// return its ChildResult.
+type AwaitChildInput struct {
+	WorkflowID string `json:"workflowId"`
+}
+
+// ChildResult is how a batch child ended: its Outcome, or Error (the rejection's message or
+// the failure) when it has none.
+type ChildResult struct {
+	Outcome Outcome `json:"outcome"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// BatchV2State is what a BatchV2 run hands to the next when it continues as new.
+type BatchV2State struct {
+	// Next is the number of the first task of BatchInput.Tasks.
+	Next  int       `json:"next"`
+	Pages []PageRef `json:"pages,omitempty"`
+	// Stored is the number of tasks the batch holds, inline and in pages.
+	Stored      int           `json:"stored"`
+	Running     []RunningTask `json:"running,omitempty"`
+	Paused      bool          `json:"paused,omitempty"`
+	Concurrency int           `json:"concurrency"`
+	Summary     BatchSummary  `json:"summary"`
+}
+
+// BatchV2Input is the input of BatchV2.
+type BatchV2Input struct {
+	// BatchID is the SubagentBatch search attribute of every child and seeds the child ids;
+	// empty means the batch's workflow id.
+	BatchID string `json:"batchId,omitempty"`
+	// Tasks are the first tasks, inline (numbered from 0); the others come in pages by
+	// UpdateAddTasks.
+	Tasks []Task `json:"tasks,omitempty"`
+	// Total is the number of tasks, inline and paged: the batch ends once Total tasks ran.
+	Total int `json:"total"`
+	// Defaults completes every task (see Task.StartInput).
+	Defaults TaskDefaults `json:"defaults,omitzero"`
+	// Concurrency is the most children running at once; 0 means DefaultBatchConcurrency.
+	Concurrency int `json:"concurrency,omitempty"`
+	// ContinueAsNewAfter is how many children one run starts before it continues as new;
+	// 0 means DefaultContinueAsNewAfter.
+	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
+	// TaskQueue is the children's task queue; empty means the batch's.
+	TaskQueue string `json:"taskQueue,omitempty"`
+	// RetryOf is the batch this one retries (the SubagentRetryOf search attribute).
+	RetryOf string `json:"retryOf,omitempty"`
+	// State is set by the batch itself when it continues as new; callers leave it nil.
+	State *BatchV2State `json:"state,omitempty"`
+}
+
+// countOutcome adds a finished task to s: by stop reason, or as failed.
+func (s *BatchSummary) countOutcome(stop subagent.StopReason, took time.Duration, usage session.Usage) {
+	s.Done++
+	if stop == "" {
+		s.Failed++
+	} else {
+		s.ByStopReason[stop]++
+	}
+	s.Durations.Add(took)
+	s.InputTokens += usage.InputTokens
+	s.OutputTokens += usage.OutputTokens
+}

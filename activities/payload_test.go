@@ -3,8 +3,6 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,18 +37,6 @@ func TestBigResultByReference(t *testing.T) {
 	var back subagent.Result
 	require.NoError(t, json.Unmarshal(raw, &back))
 	assert.Equal(t, text, session.JoinText(back.Output))
-
-	path := filepath.Join(t.TempDir(), "out.jsonl")
-	_, err = a.AppendBatchResults(ctx, workflows.AppendBatchResultsInput{Path: path, Results: []workflows.BatchResult{
-		{Index: 0, StopReason: subagent.StopCompleted, ResultRef: out.ResultRef},
-	}})
-	require.NoError(t, err)
-	line, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var res workflows.BatchResult
-	require.NoError(t, json.Unmarshal(line, &res))
-	assert.Equal(t, text, res.Output)
-	assert.Nil(t, res.ResultRef)
 
 	small := workflows.Outcome{ChildID: "c2", Result: subagent.Result{Output: []session.Block{session.Text("hi")}}}
 	require.NoError(t, a.byReference(ctx, &small))

@@ -6,9 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,10 +49,35 @@ func TestWorkerFrozenPastHeartbeatTimeoutPostgres(t *testing.T) {
 
 func workerFrozen(t *testing.T, storeSpec string) {
 	f := newFaultEnv(t, storeSpec)
-	staleWorker(t, f, func() *workerProc { return f.startWorker() }, func(w *workerProc) func() {
-		require.NoError(t, syscall.Kill(w.pid(), syscall.SIGSTOP))
+	staleWorker(t, f, func() *workerProc { return f.startWorker() }, func(w *workerProc, childID string) func() {
+		for try := 1; ; try++ {
+			require.NoError(t, syscall.Kill(w.pid(), syscall.SIGSTOP))
+			if storeSpec != "" || !flocked(t, filepath.Join(f.store, childID, "lease")) {
+				break
+			}
+			// Frozen inside a fenced append, which holds the lease file's flock: on the file
+			// store (one host's store) a takeover waits for that append to finish, so this is
+			// not the stale-lease case under test. Let it leave the append and freeze it again.
+			require.NoError(t, syscall.Kill(w.pid(), syscall.SIGCONT))
+			require.Less(t, try, 1000, "the worker is always inside a fenced append")
+			time.Sleep(time.Millisecond) // a retry pause, not a synchronisation
+		}
 		return func() { require.NoError(t, syscall.Kill(w.pid(), syscall.SIGCONT)) }
 	})
+}
+
+// flocked says whether another process holds a flock on path.
+func flocked(t *testing.T, path string) bool {
+	fd, err := os.Open(path)
+	require.NoError(t, err)
+	defer fd.Close()
+	err = syscall.Flock(int(fd.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		require.NoError(t, syscall.Flock(int(fd.Fd()), syscall.LOCK_UN))
+		return false
+	}
+	require.ErrorIs(t, err, syscall.EWOULDBLOCK)
+	return true
 }
 
 // TestWorkerPartitionedFromServer runs the first worker in a network namespace of its own,
@@ -82,16 +109,16 @@ func TestWorkerPartitionedFromServer(t *testing.T) {
 	f := newFaultEnv(t, "")
 	f.c, f.addr, f.namespace = c, srv.FrontendAddr(), srv.Namespace()
 	staleWorker(t, f, func() *workerProc { return f.startWorkerVia([]string{ip, "netns", "exec", n.name}) },
-		func(*workerProc) func() {
+		func(*workerProc, string) func() {
 			n.link(t, "down")
 			return func() { n.link(t, "up") }
 		})
 }
 
-// staleWorker runs a slow spawn run on a first worker (start), stalls it mid-turn (stall
-// returns the function that ends the stall), waits until a second worker's retry holds the
+// staleWorker runs a slow spawn run on a first worker (start), stalls it mid-turn (stall, given
+// the worker and the child's session id, returns the function that ends the stall), waits until a second worker's retry holds the
 // session, ends the stall and checks the outcome.
-func staleWorker(t *testing.T, f *faultEnv, start func() *workerProc, stall func(*workerProc) (resume func())) {
+func staleWorker(t *testing.T, f *faultEnv, start func() *workerProc, stall func(w *workerProc, childID string) (resume func())) {
 	const steps = 8
 	responses := writeSteps(steps, 400)
 	controlDir := t.TempDir()
@@ -103,7 +130,7 @@ func staleWorker(t *testing.T, f *faultEnv, start func() *workerProc, stall func
 	w1 := start()
 	pub, run := f.start(rootInput(subagent.ProviderSpawn, cwd, script(t, t.TempDir(), responses...), "write the files"))
 	writes.waitFiles(t, 2)
-	resume := stall(w1)
+	resume := stall(w1, pub.ChildID)
 	_, ended := storedResults(t, store, pub.ChildID)
 	require.False(t, ended, "the worker stalled mid-turn")
 

@@ -98,3 +98,25 @@ func TestDriveLeavesTheTurnPendingWhenASessionWriteFails(t *testing.T) {
 		})
 	}
 }
+
+// TestLibraryRunEndsErrorWhenASessionWriteFails: a library run has no driver to retry it, so
+// a session write the store fails ends its turn `error` (once the store takes the turn/end)
+// rather than leaving it pending for ever.
+func TestLibraryRunEndsErrorWhenASessionWriteFails(t *testing.T) {
+	f := newFixture(t)
+	f.script(t, "child.json", `{"toolCalls": [{"name": "count", "input": {}}]}`, `{"text": "done"}`)
+	host, err := NewHost(Options{
+		Store: &faultyStore{Store: f.store, failType: session.TypeStepEnd}, Models: f.models, Tools: f.tools, Presets: f.presets,
+	})
+	require.NoError(t, err)
+	parent := f.parent(t, session.Header{Route: route("child.json")})
+	r, err := host.Start(context.Background(), request(parent, "count once"), StartOptions{})
+	require.NoError(t, err)
+	res := result(t, r)
+	require.NoError(t, r.Dispose(context.Background()))
+	assert.Equal(t, subagent.StopError, res.StopReason)
+	reason := lastTurnEnd(t, f.events(t, r.ID()))
+	assert.Equal(t, session.EndError, reason.Kind)
+	assert.Contains(t, reason.Message, "append step/end to session "+r.ID())
+	assert.Contains(t, reason.Message, errStoreDown.Error())
+}

@@ -83,8 +83,11 @@ type child struct {
 // Cancelling ctx aborts the turn with cause parent; Drive still waits for the turn/end to be
 // written and then returns ctx's error. A model request that fails with a retryable error (a
 // timeout, model.IsRetryable) leaves the turn unfinished and Drive returns an
-// *InterruptedError: the next Drive of the child resumes the turn. Other errors are
-// infrastructure faults: a child-level failure is a turn/end in the log, for ReadResult.
+// *InterruptedError: the next Drive of the child resumes the turn. A session write the store
+// fails (wrapping an *agent.StoreError, which names the session and the operation) leaves the
+// turn unfinished too, with no turn/end: the next Drive resumes it, not redoing stored steps.
+// Other errors are infrastructure faults as well: a child-level failure is a turn/end in the
+// log, for ReadResult.
 func (h *Host) Drive(ctx context.Context, dr DriveRequest) (Progress, error) {
 	c, err := h.open(ctx, dr, true)
 	if err != nil {
@@ -252,7 +255,7 @@ func (c *child) run(ctx context.Context, prompt []session.Block) error {
 	if err := c.agent.WhenIdle(context.Background()); err != nil {
 		return err
 	}
-	// A turn whose end could not be written (the store was unreachable, or the drive's
+	// A turn a session write of which failed (the store was unreachable, or the drive's
 	// lease was taken over) is left pending in the log: an infrastructure fault, so the
 	// drive fails and its retry resumes the turn, rather than reporting a turn with no end.
 	if err := c.agent.EndFailure(); err != nil {

@@ -41,7 +41,8 @@ func (h *Host) Start(ctx context.Context, req subagent.Request, opts StartOption
 		return nil, err
 	}
 	id := created.ChildID
-	// No driver retries a library run: a retryable model failure ends the turn `error`.
+	// No driver retries a library run: a retryable model failure, or a session write the store
+	// fails, ends the turn `error`.
 	c, err := h.open(ctx, DriveRequest{ChildID: id, Provider: opts.Provider, Request: req, Tools: opts.Tools}, false)
 	if err != nil {
 		h.rollback(id)

@@ -47,8 +47,10 @@ type Options struct {
 	// (model.IsRetryable: a timeout) leave its turn unfinished instead of ending it `error`:
 	// the agent writes no turn/end, syncs the log and goes idle with Interruption set, and the
 	// turn continues with Resume — in this agent or in one another process opens on the
-	// session. For drivers that retry (a Temporal activity); others keep the default, under
-	// which the turn ends `error`.
+	// session. Likewise a log write of the turn that the store fails (an append or a sync; a
+	// *StoreError) leaves the turn unfinished, with no turn/end, and EndFailure set. For
+	// drivers that retry (a Temporal activity); others keep the default, under which such a
+	// turn ends `error` (when the turn/end itself can still be written).
 	InterruptOnRetryable bool
 	// Protected are directories the file tools refuse whatever the cwd (tools.Env.Protected):
 	// the session stores.
@@ -169,9 +171,11 @@ func (a *Agent) Pending() bool {
 	return !running && a.logPending()
 }
 
-// EndFailure returns why the latest turn's turn/end could not be written (the store was
-// unreachable, or refused the write: a lease taken over), or nil. Such a turn stays pending
-// in the log for the next process to resume. Queuing work (Followup, Resume) clears it.
+// EndFailure returns the store failure (a *StoreError: the store was unreachable, or refused
+// the write — a lease taken over) that left the latest turn without its turn/end, or nil:
+// the splice, turn/start or turn/end could not be written, or, under
+// Options.InterruptOnRetryable, any write of the turn. Such a turn stays pending in the log
+// for the next process to resume. Queuing work (Followup, Resume) clears it.
 func (a *Agent) EndFailure() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

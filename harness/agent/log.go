@@ -107,7 +107,7 @@ func (a *Agent) appendLocked(ctx context.Context, ev *session.Event) error {
 	}
 	ev.Seq = a.st.nextSeq
 	if err := a.store.Append(ctx, a.header.ID, *ev); err != nil {
-		return fmt.Errorf("agent: append %s to %s: %w", ev.Type, a.header.ID, err)
+		return &StoreError{SessionID: a.header.ID, Op: "append " + ev.Type, Err: err}
 	}
 	a.st.nextSeq++
 	for _, fn := range a.subs {
@@ -119,7 +119,20 @@ func (a *Agent) appendLocked(ctx context.Context, ev *session.Event) error {
 // sync makes the log durable; the loop calls it at every step/end and turn/end.
 func (a *Agent) sync() error {
 	if err := a.store.Sync(storeCtx, a.header.ID); err != nil {
-		return fmt.Errorf("agent: sync %s: %w", a.header.ID, err)
+		return &StoreError{SessionID: a.header.ID, Op: "sync", Err: err}
 	}
 	return nil
 }
+
+// StoreError is a write of the session log that the store failed: an append or a sync.
+type StoreError struct {
+	SessionID string
+	Op        string // "append <event type>" or "sync"
+	Err       error  // the store's error
+}
+
+func (e *StoreError) Error() string {
+	return fmt.Sprintf("agent: %s to session %s: %v", e.Op, e.SessionID, e.Err)
+}
+
+func (e *StoreError) Unwrap() error { return e.Err }

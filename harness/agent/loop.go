@@ -32,12 +32,12 @@ func (a *Agent) newTurn(ctx context.Context, msgs []session.UserMessage) {
 	}
 	a.logMu.Unlock()
 	if err != nil {
-		a.logWriteFailure("splice failed", err)
+		a.writeFailure("splice failed", err)
 		return
 	}
 	turn, err := a.startTurn()
 	if err != nil {
-		a.logWriteFailure("turn start failed", err)
+		a.writeFailure("turn start failed", err)
 		return
 	}
 	a.runSteps(ctx, turn, 1)
@@ -64,7 +64,7 @@ func (a *Agent) resumeTurn(ctx context.Context) {
 	if p.unstarted {
 		var err error
 		if turn, err = a.startTurn(); err != nil {
-			a.log.Error("turn start failed", zap.Error(err))
+			a.writeFailure("turn start failed", err)
 			return
 		}
 	}
@@ -121,10 +121,6 @@ func (a *Agent) runSteps(ctx context.Context, turn, step int) {
 			return
 		}
 		if end := a.step(ctx, m, turn, step); end != nil {
-			if end == interrupted {
-				a.interruptTurn(turn)
-				return
-			}
 			a.endTurn(turn, *end)
 			return
 		}
@@ -137,7 +133,7 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	a.takeConclude() // a request left over from an earlier step must not end this one
 	sd := session.StepData{Turn: turn, Step: step}
 	if err := a.emit(session.TypeStepStart, sd, func(s *state) { s.stepStarted(step) }); err != nil {
-		return failed(err)
+		return a.failed(err)
 	}
 	if end := a.runStepHooks(turn, step); end != nil {
 		return end
@@ -161,14 +157,14 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	})
 	switch {
 	case chunkErr != nil:
-		return failed(chunkErr)
+		return a.failed(chunkErr)
 	case err != nil && ctx.Err() != nil:
 		return aborted(ctx)
 	case err != nil && a.interrupt && model.IsRetryable(err):
 		a.mu.Lock()
 		a.interrupted = err
 		a.mu.Unlock()
-		return interrupted
+		return &session.EndReason{Kind: kindInterrupted}
 	case err != nil:
 		return &session.EndReason{Kind: session.EndError, Message: err.Error()}
 	}
@@ -182,11 +178,11 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 		s.used(&usage)
 	})
 	if err != nil {
-		return failed(err)
+		return a.failed(err)
 	}
 	if resp.Finish == model.FinishLength {
 		if err := a.closeStep(turn, step); err != nil {
-			return failed(err)
+			return a.failed(err)
 		}
 		return &session.EndReason{Kind: session.EndMaxTokens}
 	}
@@ -197,7 +193,7 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	if a.overBudget() {
 		// After the step's tools ran, so every call in the log has its result.
 		if err := a.closeStep(turn, step); err != nil {
-			return failed(err)
+			return a.failed(err)
 		}
 		return &session.EndReason{Kind: session.EndMaxTokens}
 	}
@@ -223,7 +219,7 @@ func (a *Agent) runStepHooks(turn, step int) *session.EndReason {
 	for _, hook := range hooks {
 		if events := hook(turn, step); len(events) > 0 {
 			if err := a.emitRaw(events); err != nil {
-				return failed(err)
+				return a.failed(err)
 			}
 		}
 	}
@@ -299,7 +295,7 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call
 			Turn: turn, Step: step, CallID: call.ID, Name: call.Name, IsError: res.IsError, Content: res.Content,
 		}, func(s *state) { s.toolResult(call.ID, res) })
 		if err != nil {
-			return failed(err)
+			return a.failed(err)
 		}
 	}
 	if ctx.Err() != nil {
@@ -311,15 +307,23 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call
 	return nil
 }
 
-// kindDeferred is the end "reason" of a turn that stops pending because tool calls of its
-// last step were deferred: endTurn writes no turn/end for it, only syncs.
-const kindDeferred = "deferred"
+// The end "reasons" of a turn that stops pending: endTurn writes no turn/end for them.
+const (
+	// kindDeferred: tool calls of the last step were deferred; endTurn syncs the log.
+	kindDeferred = "deferred"
+	// kindInterrupted: a retryable model failure under InterruptOnRetryable (Interruption
+	// set); endTurn syncs the log so that another process can resume the turn.
+	kindInterrupted = "interrupted-retryable"
+	// kindUnwritten: the store failed a write of the turn (EndFailure set, see failed), or
+	// the agent was suspended; the log holds what was written before.
+	kindUnwritten = "unwritten"
+)
 
 // endStep appends step/end and syncs. The turn completes when the step ran no tool calls or a
 // tool asked to conclude (ConcludeAfterStep).
 func (a *Agent) endStep(turn, step int, ranTools bool) *session.EndReason {
 	if err := a.closeStep(turn, step); err != nil {
-		return failed(err)
+		return a.failed(err)
 	}
 	if a.takeConclude() || !ranTools {
 		return &session.EndReason{Kind: session.EndCompleted}
@@ -335,57 +339,55 @@ func (a *Agent) closeStep(turn, step int) error {
 	return a.sync()
 }
 
-// interrupted is the step outcome of a retryable model failure under InterruptOnRetryable:
-// the turn stays unfinished. Compared by identity.
-var interrupted = &session.EndReason{Kind: "interrupted-retryable"}
-
-// interruptTurn leaves the turn unfinished after a retryable model failure: no turn/end, the
-// log synced so that another process can resume it.
-func (a *Agent) interruptTurn(turn int) {
-	if err := a.sync(); err != nil {
-		a.logWriteFailure("sync after interruption failed", err)
-	}
-	a.log.Warn("turn interrupted by a retryable model failure; it resumes on the next drive",
-		zap.Int("turn", turn), zap.Error(a.Interruption()))
-}
-
 // endTurn appends turn/end and syncs. A failure leaves the turn pending in the log, to be
-// resumed by the next process that opens the session.
+// resumed by the next process that opens the session (EndFailure). A turn that stops pending
+// (kindDeferred, kindInterrupted, kindUnwritten) gets no turn/end.
 func (a *Agent) endTurn(turn int, reason session.EndReason) {
-	if reason.Kind == kindDeferred {
+	switch reason.Kind {
+	case kindDeferred:
 		if err := a.sync(); err != nil {
-			a.logWriteFailure("sync before deferred tool calls failed", err)
+			a.writeFailure("sync before deferred tool calls failed", err)
 			return
 		}
 		a.log.Debug("turn left pending: tool calls deferred", zap.Int("turn", turn))
+		return
+	case kindInterrupted:
+		if err := a.sync(); err != nil {
+			a.writeFailure("sync after interruption failed", err)
+		}
+		a.log.Warn("turn interrupted by a retryable model failure; it resumes on the next drive",
+			zap.Int("turn", turn), zap.Error(a.Interruption()))
+		return
+	case kindUnwritten:
+		a.log.Warn("turn left pending: a session write failed; it resumes on the next drive",
+			zap.Int("turn", turn), zap.Error(a.EndFailure()))
 		return
 	}
 	err := a.emit(session.TypeTurnEnd, session.TurnEndData{Turn: turn, Reason: reason}, (*state).turnEnded)
 	if err == nil {
 		err = a.sync()
 	}
-	switch {
-	case errors.Is(err, ErrSuspended):
-		a.log.Debug("turn left pending: agent suspended", zap.Int("turn", turn))
-		return
-	case err != nil:
-		a.log.Error("turn end failed", zap.Int("turn", turn), zap.Error(err))
-		a.mu.Lock()
-		a.endFailure = err
-		a.mu.Unlock()
+	if err != nil {
+		a.writeFailure("turn end failed", err)
 		return
 	}
 	a.log.Debug("turn ended", zap.Int("turn", turn), zap.String("kind", reason.Kind))
 }
 
-// logWriteFailure logs a failed log write; one refused because the agent was suspended is
-// expected and only logged at debug level.
-func (a *Agent) logWriteFailure(msg string, err error) {
+// writeFailure logs a failed log write and records the first one of the turn for EndFailure.
+// A write refused because the agent was suspended is expected: it is only logged at debug
+// level and not recorded.
+func (a *Agent) writeFailure(msg string, err error) {
 	if errors.Is(err, ErrSuspended) {
 		a.log.Debug(msg+": agent suspended", zap.Error(err))
 		return
 	}
 	a.log.Error(msg, zap.Error(err))
+	a.mu.Lock()
+	if a.endFailure == nil {
+		a.endFailure = err
+	}
+	a.mu.Unlock()
 }
 
 // aborted is the end of a turn whose context was cancelled, with the cause given to Cancel.
@@ -398,7 +400,18 @@ func aborted(ctx context.Context) *session.EndReason {
 	return &session.EndReason{Kind: session.EndAborted, Cause: cause}
 }
 
-// failed is the end of a turn the agent itself could not carry on (the log refused a write).
-func failed(err error) *session.EndReason {
+// failed is the end of a turn whose log write failed with err (the store was unreachable,
+// or refused the write). Under InterruptOnRetryable the turn stops pending, with no turn/end:
+// a store fault is the infrastructure's, not the turn's, and the driver's retry resumes the
+// turn from the log (EndFailure). Without it the turn ends `error`, as no driver would resume
+// it. A write refused because the agent was suspended always leaves the turn pending.
+func (a *Agent) failed(err error) *session.EndReason {
+	if errors.Is(err, ErrSuspended) {
+		return &session.EndReason{Kind: kindUnwritten}
+	}
+	if a.interrupt {
+		a.writeFailure("session write failed", err)
+		return &session.EndReason{Kind: kindUnwritten}
+	}
 	return &session.EndReason{Kind: session.EndError, Message: err.Error()}
 }

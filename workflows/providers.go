@@ -2,20 +2,21 @@ package workflows
 
 import (
 	"errors"
+	"slices"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// RuleMissingParent rejects a request with neither a parent session nor a root session to
-// create.
-const RuleMissingParent = "missing-parent"
-
-// Rules the activities reject a request with, before anything is published. They live here,
-// with the rules of package subagent, so that retry policies never retry them and callers of
-// Start recognise every one of them as a rejection (exit 2 of `starter run`).
+// Rules StartSubagent and its activities reject a request with, before anything is
+// published. They live here, with the rules of package subagent, so that retry policies never
+// retry them and callers of Start recognise every one of them as a rejection (exit 2 of
+// `starter run`).
 const (
+	// RuleMissingParent: the request has neither a parent session nor a root session to
+	// create.
+	RuleMissingParent = "missing-parent"
 	// RuleUnknownTool: a tool filter names a tool the worker does not have (SPEC R-25).
 	RuleUnknownTool = "unknown-tool"
 	// RuleParentNotFound: the request's parent session is not in the session store.
@@ -78,19 +79,10 @@ func asRejection(err error) (error, bool) {
 	if !errors.As(err, &appErr) {
 		return nil, false
 	}
-	if !appErr.NonRetryable() && !isRejectionType(appErr.Type()) {
+	if !appErr.NonRetryable() && !slices.Contains(rejectionTypes, appErr.Type()) {
 		return nil, false
 	}
 	return temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), nil), true
-}
-
-func isRejectionType(t string) bool {
-	for _, r := range rejectionTypes {
-		if r == t {
-			return true
-		}
-	}
-	return false
 }
 
 // Rejection returns the request rejection err carries — an update failure of Start or the
@@ -98,7 +90,7 @@ func isRejectionType(t string) bool {
 // and the rule, or nil when err is no rejection.
 func Rejection(err error) *subagent.ValidationError {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || !isRejectionType(appErr.Type()) {
+	if !errors.As(err, &appErr) || !slices.Contains(rejectionTypes, appErr.Type()) {
 		return nil
 	}
 	return &subagent.ValidationError{Rule: appErr.Type(), Message: appErr.Message()}

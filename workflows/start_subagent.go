@@ -142,8 +142,8 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 		return r.reject(ctx, ToApplicationError(err))
 	}
 	if in.Request.Parent.SessionID == "" && in.Root == nil {
-		return r.reject(ctx, temporal.NewNonRetryableApplicationError(
-			"subagent request has no parent session and no root session to create", RuleMissingParent, nil))
+		return r.reject(ctx, ToApplicationError(subagent.Rejectf(RuleMissingParent,
+			"subagent request has no parent session and no root session to create")))
 	}
 	childID, err := r.childID(ctx)
 	if err != nil {

@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
-	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -75,8 +74,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return sub(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fs := flag.NewFlagSet("starter batch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter batch", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: starter batch [flags] FILE.jsonl\n       starter batch status|results|pause|resume|resize|cancel|retry ID")
 		fs.PrintDefaults()
@@ -192,7 +190,7 @@ func (f *batchFlags) plan(path string) (batchPlan, error) {
 		TaskQueue:          f.taskQueue,
 		Defaults: workflows.TaskDefaults{
 			Dir:   dir,
-			Route: session.Route{Provider: defaultModelProvider, Model: defaultModel},
+			Route: rootDefaults,
 		},
 	}
 	if in.BatchID == "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,8 +34,7 @@ func init() {
 // batch's state after the change.
 func batchControl(verb, name string) command {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		fs := flag.NewFlagSet("starter batch "+verb, flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := newFlagSet("starter batch "+verb, stderr)
 		id, code, ok := parseID(fs, args)
 		if !ok {
 			return code
@@ -47,8 +45,7 @@ func batchControl(verb, name string) command {
 
 // runBatchResize sets a running batch's concurrency.
 func runBatchResize(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter batch resize", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter batch resize", stderr)
 	n := fs.Int("concurrency", 0, "new most `N` tasks running at once")
 	id, code, ok := parseID(fs, args)
 	if !ok {
@@ -96,17 +93,11 @@ func stateLine(id string, s workflows.BatchSummary) string {
 // runBatchStatus shows a batch's live progress until it ends (the bar again), or with --json
 // prints its summary once.
 func runBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter batch status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter batch status", stderr)
 	asJSON := fs.Bool("json", false, "print the summary once as JSON")
-	id, code, ok := parseID(fs, args)
+	c, id, code, ok := dialID(ctx, fs, args, stderr)
 	if !ok {
 		return code
-	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
 	}
 	defer c.Close()
 	sum, err := workflows.BatchSummaryOf(ctx, c, id)
@@ -127,17 +118,11 @@ func runBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 // number, to stdout or --out. It reads them from Temporal only, so it works from any machine
 // that reaches the frontend.
 func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter batch results", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter batch results", stderr)
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	id, code, ok := parseID(fs, args)
+	c, id, code, ok := dialID(ctx, fs, args, stderr)
 	if !ok {
 		return code
-	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
 	}
 	defer c.Close()
 	if *out != "" {
@@ -207,18 +192,12 @@ func notCompleted(r workflows.BatchResult) bool {
 // aborted, max-tokens), each as it was started the first time, linked to the first batch by
 // the SubagentRetryOf search attribute. It then follows the new batch like `starter batch`.
 func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter batch retry", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter batch retry", stderr)
 	var f batchFlags
 	f.register(fs)
-	id, code, ok := parseID(fs, args)
+	c, id, code, ok := dialID(ctx, fs, args, stderr)
 	if !ok {
 		return code
-	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
 	}
 	defer c.Close()
 	results, err := workflows.BatchResults(ctx, c, id)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -18,16 +17,10 @@ import (
 // waits for the aborted outcome. A run that is already closed is not cancelled: cancel
 // exits 1 naming its status.
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter cancel", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id, code, ok := parseID(fs, args)
+	fs := newFlagSet("starter cancel", stderr)
+	c, id, code, ok := dialID(ctx, fs, args, stderr)
 	if !ok {
 		return code
-	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
 	}
 	defer c.Close()
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")

@@ -83,8 +83,7 @@ type demoResult struct {
 // the results and serves until interrupted, or returns with --exit (SPEC R-81). It exits 1
 // when a showcase did not end as it should.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fset := flag.NewFlagSet("starter demo", flag.ContinueOnError)
-	fset.SetOutput(stderr)
+	fset := newFlagSet("starter demo", stderr)
 	exit := fset.Bool("exit", false, "stop after the showcase instead of serving")
 	port := fset.Int("port", 7233, "frontend gRPC `PORT` (0 picks a free one)")
 	uiPort := fset.Int("ui-port", 8233, "Web UI `PORT` (0 picks a free one)")

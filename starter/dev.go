@@ -15,8 +15,7 @@ import (
 // runDev serves an embedded Temporal server with its Web UI and, unless --no-worker, a
 // worker, until interrupted (SPEC R-81).
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter dev", stderr)
 	port := fs.Int("port", 7233, "frontend gRPC `PORT` (0 picks a free one)")
 	uiPort := fs.Int("ui-port", 8233, "Web UI `PORT` (0 picks a free one)")
 	db := fs.String("db", "", "SQLite `FILE` to persist the server in (default: in memory)")

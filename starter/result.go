@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -13,17 +12,11 @@ import (
 // runResult waits for the result of a run and exits with its stop reason, like run. A
 // cancelled run gives the aborted outcome its cancellation carried.
 func runResult(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter result", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter result", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object: workflowId, runId, childId, depth, stopReason, output, structured")
-	id, code, ok := parseID(fs, args)
+	c, id, code, ok := dialID(ctx, fs, args, stderr)
 	if !ok {
 		return code
-	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
 	}
 	defer c.Close()
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")

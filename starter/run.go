@@ -102,10 +102,16 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
-// startOptions turns the flags and the task into the start of a StartSubagent run. Without
-// --parent the run creates a root session (SPEC R-82) in --cwd, made absolute, routed by the
-// route flags or the default route; with --parent the route flags override the parent's
-// route field by field.
+// rootDefaults completes the tasks of `starter run` and `starter batch` that name neither a
+// parent nor a model provider: the default route.
+var rootDefaults = session.Route{Provider: defaultModelProvider, Model: defaultModel}
+
+// startOptions turns the flags and the task into the start of a StartSubagent run. The flags
+// are checked here, with messages that name them; they then fill a workflows.Task, the value
+// one line of a batch file decodes into, and Task.StartInput builds the run's input, as for
+// every task of a batch (SPEC R-81, R-82): without --parent the run creates a root session in
+// --cwd, made absolute, routed by the route flags or the default route; with --parent the
+// route flags override the parent's route field by field.
 func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	if strings.TrimSpace(task) == "" {
 		return subflow.StartOptions{}, usagef("starter run: missing TASK")
@@ -127,11 +133,21 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 			return subflow.StartOptions{}, usagef("starter run: --parent: %v", err)
 		}
 	}
-	req := subagent.Request{
-		Label:        f.label,
-		Prompt:       []session.Block{session.Text(task)},
-		Persona:      f.persona,
-		AgentOptions: session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens, TokenBudget: f.tokenBudget},
+	t := workflows.Task{
+		Provider:      f.provider,
+		Task:          task,
+		Parent:        f.parent,
+		ModelProvider: f.modelProvider,
+		Model:         f.model,
+		MaxTokens:     f.maxTokens,
+		TokenBudget:   f.tokenBudget,
+		Persona:       f.persona,
+		Allow:         f.allow,
+		Deny:          f.deny,
+		Label:         f.label,
+	}
+	if f.timeout > 0 {
+		t.Timeout = f.timeout.String() // parses back to the same duration
 	}
 	if f.maxDepth != "" {
 		// Range checks belong to the workflow, which answers with the SPEC message.
@@ -139,11 +155,9 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		if err != nil {
 			return subflow.StartOptions{}, usagef("starter run: --max-depth must be an integer: %q", f.maxDepth)
 		}
-		req.MaxDepth = &n
+		t.MaxDepth = &n
 	}
-	if len(f.allow) > 0 || len(f.deny) > 0 {
-		req.ToolFilter = &subagent.ToolFilter{Allow: f.allow, Deny: f.deny}
-	}
+	var schema json.RawMessage
 	if f.schema != "" {
 		raw, err := os.ReadFile(f.schema)
 		if err != nil {
@@ -153,9 +167,8 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		if !json.Valid(raw) {
 			return subflow.StartOptions{}, usagef("starter run: --schema %s: not valid JSON", f.schema)
 		}
-		req.OutputSchema = raw
+		schema = raw
 	}
-	var cwd string
 	if f.cwd != "" || f.parent == "" {
 		dir := f.cwd
 		if dir == "" {
@@ -165,20 +178,19 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		if err != nil {
 			return subflow.StartOptions{}, usagef("starter run: --cwd %s: %v", dir, err)
 		}
-		cwd = abs
+		t.Cwd = abs
 	}
-	in := workflows.StartInput{Provider: f.provider, Request: req, Timeout: f.timeout}
-	in.Request.Parent = subagent.ParentRef{SessionID: f.parent, Cwd: cwd}
-	if f.parent == "" {
-		route, err := f.rootRoute()
-		if err != nil {
-			return subflow.StartOptions{}, err
-		}
-		// The root session carries the route; the request repeats it because sdk children
-		// take their route from the request only (SPEC R-83).
-		in.Request.AgentOptions = route
-		in.Root = &workflows.RootSession{Cwd: cwd, Route: route}
+	if f.parent == "" && f.model == "" && f.modelProvider == model.ProviderScripted {
+		return subflow.StartOptions{}, usagef("starter run: --model-provider %s needs --model SCRIPT.json", model.ProviderScripted)
 	}
+	in, err := t.StartInput("", workflows.TaskDefaults{Route: rootDefaults})
+	if err != nil {
+		// The flags were checked above; what is left is a bug, not a usage error.
+		return subflow.StartOptions{}, fmt.Errorf("starter run: %w", err)
+	}
+	// The schema goes in after the conversion: the workflow answers any valid JSON that is
+	// not an object-rooted schema with the SPEC message, which a batch line gets up front.
+	in.Request.OutputSchema = schema
 	if raw, err := json.Marshal(in); err == nil && len(raw) > workflows.MaxStartInputBytes {
 		return subflow.StartOptions{}, usagef("starter run: the request is %d bytes encoded, over the %d bytes one Temporal payload can carry: shorten the task, the schema or the persona",
 			len(raw), workflows.MaxStartInputBytes)
@@ -186,26 +198,8 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	return subflow.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
 }
 
-// rootRoute is the route of a new root session: the route flags, defaulting to DeepSeek.
-func (f *runFlags) rootRoute() (session.Route, error) {
-	r := session.Route{Provider: f.modelProvider, Model: f.model, MaxTokens: f.maxTokens, TokenBudget: f.tokenBudget}
-	if r.Provider == "" {
-		r.Provider = defaultModelProvider
-	}
-	if r.Model == "" {
-		switch r.Provider {
-		case model.ProviderScripted:
-			return session.Route{}, usagef("starter run: --model-provider %s needs --model SCRIPT.json", model.ProviderScripted)
-		case defaultModelProvider:
-			r.Model = defaultModel
-		}
-	}
-	return r, nil
-}
-
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter run", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: starter run [flags] TASK")
 		fs.PrintDefaults()

@@ -16,18 +16,12 @@ import (
 // runStatus prints where a run stands: phase, child id, progress and the tail of the
 // partial output (SPEC R-75).
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("starter status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("starter status", stderr)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
 	tree := fs.Bool("tree", false, "print the run's delegation tree: workflow id, provider, depth, phase or stop reason, label")
-	id, code, ok := parseID(fs, args)
+	c, id, code, ok := dialID(ctx, fs, args, stderr)
 	if !ok {
 		return code
-	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
 	}
 	defer c.Close()
 	if *tree {
@@ -143,4 +137,29 @@ func parseID(fs *flag.FlagSet, args []string) (id string, code int, ok bool) {
 		return "", exitUsage, false
 	}
 	return positional[0], 0, true
+}
+
+// newFlagSet returns the flag set of subcommand name: it reports errors to stderr and lets
+// the subcommand choose the exit code.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// dialID parses the flags and the one ID of a subcommand that acts on a workflow, then
+// connects to the server. When ok is false the subcommand exits with code: the line was
+// refused (its usage is printed) or the server is unreachable (the error is printed). The
+// caller closes c.
+func dialID(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer) (c client.Client, id string, code int, ok bool) {
+	id, code, ok = parseID(fs, args)
+	if !ok {
+		return nil, "", code, false
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, "", exitError, false
+	}
+	return c, id, 0, true
 }

@@ -68,15 +68,11 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 	if args.Path == "" {
 		args.Path = "."
 	}
-	w, err := openWorkspace(ctx, "grep", env)
+	w, rel, err := openPath(ctx, "grep", env, args.Path)
 	if err != nil {
 		return Result{}, err
 	}
 	defer w.Close()
-	rel, err := w.resolve(args.Path)
-	if err != nil {
-		return Result{}, err
-	}
 	fsys := w.root.FS()
 	if _, err := fs.Stat(fsys, rel); err != nil {
 		return Result{}, w.fsErr(args.Path, err)

@@ -44,15 +44,11 @@ func listDir(ctx context.Context, env Env, call Call) (Result, error) {
 	if args.Path == "" {
 		args.Path = "."
 	}
-	w, err := openWorkspace(ctx, "list_dir", env)
+	w, rel, err := openPath(ctx, "list_dir", env, args.Path)
 	if err != nil {
 		return Result{}, err
 	}
 	defer w.Close()
-	rel, err := w.resolve(args.Path)
-	if err != nil {
-		return Result{}, err
-	}
 	// Checked before the open: opening a FIFO blocks until a writer comes.
 	info, err := w.root.Lstat(rel)
 	if err != nil {

@@ -59,6 +59,20 @@ func openWorkspace(ctx context.Context, tool string, env Env) (*workspace, error
 
 func (w *workspace) Close() error { return w.root.Close() }
 
+// openPath opens the workspace of tool in env and resolves p in it (see resolve). On success
+// the caller closes w; on an error nothing is left open.
+func openPath(ctx context.Context, tool string, env Env, p string) (w *workspace, rel string, err error) {
+	w, err = openWorkspace(ctx, tool, env)
+	if err != nil {
+		return nil, "", err
+	}
+	if rel, err = w.resolve(p); err != nil {
+		w.Close()
+		return nil, "", err
+	}
+	return w, rel, nil
+}
+
 // resolve checks the model-supplied path p ("" means the cwd) and returns it relative to the
 // real cwd, free of symlinks in every component that exists, for use with w.root. Absolute
 // paths, `..` escapes and symlinks leading outside the cwd are rejected. Symlinks are resolved

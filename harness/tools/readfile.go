@@ -60,15 +60,11 @@ func readFile(ctx context.Context, env Env, call Call) (Result, error) {
 	if args.Offset == 0 {
 		args.Offset = 1
 	}
-	w, err := openWorkspace(ctx, "read_file", env)
+	w, rel, err := openPath(ctx, "read_file", env, args.Path)
 	if err != nil {
 		return Result{}, err
 	}
 	defer w.Close()
-	rel, err := w.resolve(args.Path)
-	if err != nil {
-		return Result{}, err
-	}
 	f, err := w.openRegular(args.Path, rel, os.O_RDONLY)
 	if err != nil {
 		return Result{}, err

@@ -51,15 +51,11 @@ func writeFile(ctx context.Context, env Env, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("write_file %q: content is %d bytes, more than the limit of %d bytes per call",
 			args.Path, len(*args.Content), WriteFileMaxBytes)
 	}
-	w, err := openWorkspace(ctx, "write_file", env)
+	w, rel, err := openPath(ctx, "write_file", env, args.Path)
 	if err != nil {
 		return Result{}, err
 	}
 	defer w.Close()
-	rel, err := w.resolve(args.Path)
-	if err != nil {
-		return Result{}, err
-	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := w.root.MkdirAll(dir, 0o755); err != nil {
 			return Result{}, w.fsErr(args.Path, err)

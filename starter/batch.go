@@ -81,12 +81,9 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var f batchFlags
 	f.register(fs)
-	positional, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitCompleted
-	}
-	if err != nil {
-		return exitUsage
+	positional, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(positional) != 1 {
 		fs.Usage()

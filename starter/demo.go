@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -88,13 +87,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	port := fset.Int("port", 7233, "frontend gRPC `PORT` (0 picks a free one)")
 	uiPort := fset.Int("ui-port", 8233, "Web UI `PORT` (0 picks a free one)")
 	metricsAddr := fset.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
-	if positional, err := parseInterleaved(fset, args); err != nil || len(positional) > 0 {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitCompleted
-		}
-		if err == nil {
-			fmt.Fprintf(stderr, "starter demo: unexpected argument %q\n", positional[0])
-		}
+	positional, code, ok := parseArgs(fset, args)
+	if !ok {
+		return code
+	}
+	if len(positional) > 0 {
+		fmt.Fprintf(stderr, "starter demo: unexpected argument %q\n", positional[0])
 		return exitUsage
 	}
 
@@ -140,7 +138,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	route := demoRoute(stdout)
 	fmt.Fprintln(stdout, "\nRunning the showcase: spawn, fork, structured, sdk child, cancelled…")
 	results := runShowcase(ctx, c, dir, route)
-	code := printResults(stdout, results)
+	code = printResults(stdout, results)
 	fmt.Fprintf(stdout, "\nEvery run is a workflow: open %s/namespaces/%s/workflows\n", srv.UIAddr(), srv.Namespace())
 	fmt.Fprintf(stdout, "or query them, e.g. SubagentProvider = 'sdk' or SubagentStopReason = 'aborted'.\n")
 	if *exit || ctx.Err() != nil {

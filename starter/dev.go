@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -23,13 +21,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task `QUEUE` of the worker")
 	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	slots := fs.Int("max-concurrent-activities", 0, "activity slots of the worker (default: the Temporal SDK's)")
-	if positional, err := parseInterleaved(fs, args); err != nil || len(positional) > 0 {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitCompleted
-		}
-		if err == nil {
-			fmt.Fprintf(stderr, "starter dev: unexpected argument %q\n", positional[0])
-		}
+	positional, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(positional) > 0 {
+		fmt.Fprintf(stderr, "starter dev: unexpected argument %q\n", positional[0])
 		return exitUsage
 	}
 

@@ -206,12 +206,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var f runFlags
 	f.register(fs)
-	positional, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitCompleted
-	}
-	if err != nil {
-		return exitUsage
+	positional, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	opts, err := f.startOptions(strings.Join(positional, " "))
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -125,18 +126,29 @@ func printStatus(w io.Writer, id string, st workflows.Status) {
 // parseID parses a command line of the form [flags] ID. ok is false when the command must
 // exit with code.
 func parseID(fs *flag.FlagSet, args []string) (id string, code int, ok bool) {
-	positional, err := parseInterleaved(fs, args)
-	if err == flag.ErrHelp {
-		return "", exitCompleted, false
-	}
-	if err != nil {
-		return "", exitUsage, false
+	positional, code, ok := parseArgs(fs, args)
+	if !ok {
+		return "", code, false
 	}
 	if len(positional) != 1 {
 		fmt.Fprintf(fs.Output(), "usage: %s ID\n", fs.Name())
 		return "", exitUsage, false
 	}
 	return positional[0], 0, true
+}
+
+// parseArgs parses args with fs, flags and positional arguments in any order, and returns
+// the positional ones. When ok is false the subcommand exits with code: 0 after -h, 2 for a
+// line the flag package refused (it printed why).
+func parseArgs(fs *flag.FlagSet, args []string) (positional []string, code int, ok bool) {
+	positional, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, exitCompleted, false
+	}
+	if err != nil {
+		return nil, exitUsage, false
+	}
+	return positional, 0, true
 }
 
 // newFlagSet returns the flag set of subcommand name: it reports errors to stderr and lets

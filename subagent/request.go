@@ -29,6 +29,39 @@ type Request struct {
 	Persona string `json:"persona,omitempty"`
 }
 
+// Delegation is what a caller asks of one delegation, in the terms the subagent tool's
+// arguments, a batch line and `starter run`'s flags share (task, label, route overrides,
+// maxDepth, outputSchema, persona, allow, deny). Its Request method is the one place they
+// become a Request.
+type Delegation struct {
+	Task         string
+	Label        string
+	Persona      string
+	Route        session.Route
+	MaxDepth     *int64
+	OutputSchema json.RawMessage
+	Allow, Deny  []string
+}
+
+// Request returns the request of d from parent: the task is the prompt's one text block,
+// Route the AgentOptions, and the tool filter is set only when Allow or Deny is given (a nil
+// filter leaves the child's tools alone). It checks nothing: CheckRequest does.
+func (d Delegation) Request(parent ParentRef) Request {
+	r := Request{
+		Label:        d.Label,
+		Prompt:       []session.Block{session.Text(d.Task)},
+		Parent:       parent,
+		AgentOptions: d.Route,
+		OutputSchema: d.OutputSchema,
+		MaxDepth:     d.MaxDepth,
+		Persona:      d.Persona,
+	}
+	if len(d.Allow) > 0 || len(d.Deny) > 0 {
+		r.ToolFilter = &ToolFilter{Allow: d.Allow, Deny: d.Deny}
+	}
+	return r
+}
+
 // HasOutputSchema reports whether the request asks for structured output.
 func (r Request) HasOutputSchema() bool {
 	s := bytes.TrimSpace(r.OutputSchema)

@@ -74,3 +74,23 @@ func TestCapabilitiesJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"outputSchema": true, "depthLimit": false, "toolFilter": false, "persona": false, "inheritsParentContext": true}`, string(raw))
 }
+
+// TestDelegationRequest: the tool, a batch line and `starter run` build their request here; a
+// filter is sent only when allow or deny is given, because a non-nil empty filter would
+// still ask the provider for the toolFilter capability.
+func TestDelegationRequest(t *testing.T) {
+	depth := int64(1)
+	d := Delegation{Task: "look", Label: "scan", Persona: "terse", Route: session.Route{Model: "m"},
+		MaxDepth: &depth, OutputSchema: json.RawMessage(`{"type":"object"}`)}
+	parent := ParentRef{SessionID: "p1", Cwd: "/w"}
+	req := d.Request(parent)
+	assert.Equal(t, Request{
+		Label: "scan", Prompt: []session.Block{session.Text("look")}, Parent: parent,
+		AgentOptions: session.Route{Model: "m"}, OutputSchema: json.RawMessage(`{"type":"object"}`),
+		MaxDepth: &depth, Persona: "terse",
+	}, req)
+	assert.Nil(t, req.ToolFilter)
+
+	d.Deny = []string{"write_file"}
+	assert.Equal(t, &ToolFilter{Deny: []string{"write_file"}}, d.Request(parent).ToolFilter)
+}

@@ -164,17 +164,6 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 	if provider == "" {
 		provider = subagent.ProviderSpawn
 	}
-	req := subagent.Request{
-		Label:        t.Label,
-		Prompt:       []session.Block{session.Text(t.Task)},
-		Persona:      t.Persona,
-		AgentOptions: session.Route{Provider: t.ModelProvider, Model: t.Model, MaxTokens: t.MaxTokens, TokenBudget: t.TokenBudget},
-		MaxDepth:     t.MaxDepth,
-		OutputSchema: t.Schema,
-	}
-	if len(t.Allow) > 0 || len(t.Deny) > 0 {
-		req.ToolFilter = &subagent.ToolFilter{Allow: t.Allow, Deny: t.Deny}
-	}
 	var cwd string
 	if t.Cwd != "" || t.Parent == "" {
 		cwd = t.Cwd
@@ -186,8 +175,17 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 		}
 		cwd = filepath.Clean(cwd)
 	}
+	req := subagent.Delegation{
+		Task:         t.Task,
+		Label:        t.Label,
+		Persona:      t.Persona,
+		Route:        session.Route{Provider: t.ModelProvider, Model: t.Model, MaxTokens: t.MaxTokens, TokenBudget: t.TokenBudget},
+		MaxDepth:     t.MaxDepth,
+		OutputSchema: t.Schema,
+		Allow:        t.Allow,
+		Deny:         t.Deny,
+	}.Request(subagent.ParentRef{SessionID: t.Parent, Cwd: cwd})
 	in := StartInput{Provider: provider, Request: req, Batch: batch, Timeout: timeout}
-	in.Request.Parent = subagent.ParentRef{SessionID: t.Parent, Cwd: cwd}
 	if t.Parent == "" {
 		route := in.Request.AgentOptions
 		if route.Provider == "" {

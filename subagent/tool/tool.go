@@ -160,18 +160,16 @@ func (h *toolHandler) handle(ctx context.Context, env tools.Env, call tools.Call
 	if err != nil {
 		return tools.Result{}, err
 	}
-	req := subagent.Request{
+	req := subagent.Delegation{
+		Task:         in.Task,
 		Label:        in.Label,
-		Prompt:       []session.Block{session.Text(in.Task)},
-		Parent:       subagent.ParentRef{SessionID: env.SessionID, Cwd: env.Cwd},
-		AgentOptions: session.Route{Provider: in.ModelProvider, Model: in.Model, MaxTokens: in.MaxTokens},
-		OutputSchema: in.OutputSchema,
-		MaxDepth:     maxDepth,
 		Persona:      in.Persona,
-	}
-	if len(in.Allow) > 0 || len(in.Deny) > 0 {
-		req.ToolFilter = &subagent.ToolFilter{Allow: in.Allow, Deny: in.Deny}
-	}
+		Route:        session.Route{Provider: in.ModelProvider, Model: in.Model, MaxTokens: in.MaxTokens},
+		MaxDepth:     maxDepth,
+		OutputSchema: in.OutputSchema,
+		Allow:        in.Allow,
+		Deny:         in.Deny,
+	}.Request(subagent.ParentRef{SessionID: env.SessionID, Cwd: env.Cwd})
 	res, err := h.opts.Delegate(ctx, DelegateCall{CallID: call.ID, Provider: provider, Request: req})
 	if errors.Is(err, ErrDeferred) {
 		return tools.Result{Deferred: true}, nil

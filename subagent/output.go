@@ -116,16 +116,8 @@ func InProcessStopReason(end *session.EndReason) StopReason {
 // completed, max-tokens and aborted (any cause) map to themselves; error,
 // interrupted, blocked, an unknown kind or no turn at all (nil) map to error.
 func SDKStopReason(end *session.EndReason) StopReason {
-	if end == nil {
-		return StopError
+	if end != nil && end.Kind == session.EndBlocked {
+		return StopError // an SDK child has no refusal: only the in-process harness blocks
 	}
-	switch end.Kind {
-	case session.EndCompleted:
-		return StopCompleted
-	case session.EndMaxTokens:
-		return StopMaxTokens
-	case session.EndAborted:
-		return StopAborted
-	}
-	return StopError
+	return InProcessStopReason(end)
 }

@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -59,6 +60,12 @@ func run() int {
 		"provider of subagent tool calls that name none (default spawn)")
 	flag.Var(&opts.SubagentMaxDepth, "subagent-max-depth",
 		"depth cap of the subagent tool: a number or provider-managed (default 3)")
+	flag.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker (repeatable)",
+		func(v string) error {
+			root, err := subflow.ParseWorkspaceRoot(v)
+			opts.WorkspaceRoots = append(opts.WorkspaceRoots, root)
+			return err
+		})
 	flag.Parse()
 	opts.SDKArgs = sdkArgs
 	opts.ChildEnv = childEnv

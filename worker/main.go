@@ -52,6 +52,8 @@ func run() int {
 		"how often a running drive heartbeats, at most 1s; each heartbeat is one Temporal call (default $"+app.EnvHeartbeatInterval+", else 1s)")
 	limits := providerLimits{}
 	flag.Var(limits, "model-concurrency", "`PROVIDER=N`: at most N concurrent requests to the model provider across the cluster (repeatable; give every worker the same)")
+	rpm := providerLimits{}
+	flag.Var(rpm, "model-rpm", "`PROVIDER=N`: at most N requests to the model provider per minute across the cluster (repeatable; give every worker the same)")
 	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	flag.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
@@ -70,6 +72,7 @@ func run() int {
 	opts.SDKArgs = sdkArgs
 	opts.ChildEnv = childEnv
 	opts.ModelConcurrency = limits
+	opts.ModelRequestsPerMinute = rpm
 
 	logger, err := app.NewLogger(*level)
 	if err != nil {

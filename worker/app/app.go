@@ -95,6 +95,9 @@ type Options struct {
 	// ModelConcurrency caps concurrent model requests per model provider across the cluster
 	// (activities.Config.ModelConcurrency); every worker should pass the same caps.
 	ModelConcurrency map[string]int
+	// ModelRequestsPerMinute caps the model requests per provider granted in any minute across
+	// the cluster (activities.Config.ModelRequestsPerMinute); every worker should pass the same.
+	ModelRequestsPerMinute map[string]int
 	// WorkspaceRoots are the directories this worker serves runs in (worker --workspace-root).
 	// They are stated in the worker's Temporal identity, where starters read them
 	// (subflow.RouteWorkspace); for each host-local root the worker also polls the root's own
@@ -142,8 +145,9 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 
 		HeartbeatInterval: opts.HeartbeatInterval,
 		// The limiters run on the common queue, whatever queue a drive runs on.
-		ModelConcurrency:   opts.ModelConcurrency,
-		AdmissionTaskQueue: opts.TaskQueue,
+		ModelConcurrency:       opts.ModelConcurrency,
+		ModelRequestsPerMinute: opts.ModelRequestsPerMinute,
+		AdmissionTaskQueue:     opts.TaskQueue,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)

@@ -54,6 +54,12 @@ type Config struct {
 	// drive first acquires a permit from the provider's ModelAdmission workflow. Providers
 	// not named are not limited.
 	ModelConcurrency map[string]int
+	// ModelRequestsPerMinute also caps the model requests per provider granted in any 60
+	// seconds across the cluster (workflows.AdmissionInput.RequestsPerMinute), through the
+	// same ModelAdmission workflow; a provider named here only is capped per minute alone.
+	// It takes effect when the provider's limiter starts (it runs until continued as new
+	// with the same input), so every worker should pass the same caps.
+	ModelRequestsPerMinute map[string]int
 	// AdmissionTaskQueue is the task queue of the ModelAdmission workflows; "" means the
 	// drive's own task queue.
 	AdmissionTaskQueue string
@@ -99,9 +105,19 @@ func New(cfg Config) (*Activities, error) {
 	if err := checkSubagentTool(nestedProvider, cfg.SubagentMaxDepth); err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
 	}
+	limits := map[string]int{}
 	for provider, n := range cfg.ModelConcurrency {
 		if n < 1 {
 			return nil, fmt.Errorf("activities: new: model concurrency of %s must be at least 1: %d", provider, n)
+		}
+		limits[provider] = n
+	}
+	for provider, n := range cfg.ModelRequestsPerMinute {
+		if n < 1 {
+			return nil, fmt.Errorf("activities: new: model requests per minute of %s must be at least 1: %d", provider, n)
+		}
+		if _, ok := limits[provider]; !ok {
+			limits[provider] = unlimitedConcurrency
 		}
 	}
 	log := cfg.Logger
@@ -110,8 +126,8 @@ func New(cfg Config) (*Activities, error) {
 	}
 	models := cfg.Models
 	var admission *admissionState
-	if len(cfg.ModelConcurrency) > 0 {
-		admission = &admissionState{limits: cfg.ModelConcurrency, taskQueue: cfg.AdmissionTaskQueue, drives: map[string]*progress{}}
+	if len(limits) > 0 {
+		admission = &admissionState{limits: limits, rpm: cfg.ModelRequestsPerMinute, taskQueue: cfg.AdmissionTaskQueue, drives: map[string]*progress{}}
 		models = admittedRegistry(models, admission)
 	}
 	host, err := inprocess.NewHost(inprocess.Options{

@@ -5,6 +5,7 @@ import (
 
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,13 +27,18 @@ type admitter struct {
 	c         client.Client
 	taskQueue string
 	limits    map[string]int
+	rpm       map[string]int
 }
+
+// unlimitedConcurrency is the concurrency limit of a provider capped per minute only.
+const unlimitedConcurrency = 1 << 30
 
 // admissionState is what the admitted models share with the activities: the client and
 // task queue of the limiters (known once a drive ran: activities get their client from their
 // context) and the progress of each running drive, by child id, to show waits in.
 type admissionState struct {
 	limits    map[string]int
+	rpm       map[string]int
 	taskQueue string // "" until a drive ran, unless configured
 	mu        sync.Mutex
 	c         client.Client
@@ -58,6 +64,18 @@ func (s *admissionState) driveStarted(c client.Client, taskQueue, childID string
 	}
 }
 
+// describe states the limits of provider, for the wait shown in a drive's progress.
+func (s *admissionState) describe(provider string) string {
+	var parts []string
+	if n := s.limits[provider]; n != unlimitedConcurrency {
+		parts = append(parts, fmt.Sprintf("at most %d requests at once", n))
+	}
+	if n := s.rpm[provider]; n > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d requests a minute", n))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // admittedModel is a model whose requests go through the provider's cluster-wide admission
 // (the HTTP adapters honour model.Admission; see model.WithAdmission).
 type admittedModel struct {
@@ -77,9 +95,9 @@ func (m *admittedModel) Stream(ctx context.Context, req model.Request, onText fu
 	}
 	adm := model.Admission{OnWait: onWait}
 	if c != nil {
-		ad := &admitter{c: c, taskQueue: queue, limits: s.limits}
+		ad := &admitter{c: c, taskQueue: queue, limits: s.limits, rpm: s.rpm}
 		adm.Admit = func(ctx context.Context, provider string) (func(), error) {
-			onWait(fmt.Sprintf("waiting for rate limit: admission of %s (at most %d requests at once)", provider, s.limits[provider]))
+			onWait(fmt.Sprintf("waiting for rate limit: admission of %s (%s)", provider, s.describe(provider)))
 			defer onWait("")
 			return ad.acquire(ctx, provider)
 		}
@@ -114,7 +132,7 @@ func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error
 			TaskQueue:                ad.taskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			StaticSummary:            fmt.Sprintf("admission of %s model requests", provider),
-		}, workflows.AdmissionWorkflowName, workflows.AdmissionInput{Provider: provider, Limit: ad.limits[provider]})
+		}, workflows.AdmissionWorkflowName, workflows.AdmissionInput{Provider: provider, Limit: ad.limits[provider], RequestsPerMinute: ad.rpm[provider]})
 		h, err := ad.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: op,
 			UpdateOptions: client.UpdateWorkflowOptions{

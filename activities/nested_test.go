@@ -293,3 +293,15 @@ func TestYieldingDriveDefersSubagentCallsAndRecordNestedAnswersThem(t *testing.T
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
 	assert.Equal(t, "parent done", session.JoinText(out.Result.Output))
 }
+
+func TestNewRejectsAModelRequestsPerMinuteBelowOne(t *testing.T) {
+	f := newFixture(t)
+	cfg := activities.Config{Store: f.store, Models: model.NewDefaultRegistry(), Tools: &tools.Registry{},
+		ModelRequestsPerMinute: map[string]int{"deepseek-official": 0}}
+	_, err := activities.New(cfg)
+	require.ErrorContains(t, err, "model requests per minute of deepseek-official must be at least 1: 0")
+
+	cfg.ModelRequestsPerMinute["deepseek-official"] = 60
+	_, err = activities.New(cfg)
+	require.NoError(t, err)
+}

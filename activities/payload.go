@@ -124,20 +124,6 @@ func (a *Activities) resolveRequest(ctx context.Context, req *subagent.Request, 
 	return nil
 }
 
-// resolveBatchResult fills the output and the structured value of a batch result stored by
-// reference from the session store.
-func (a *Activities) resolveBatchResult(ctx context.Context, res *workflows.BatchResult) error {
-	if res.ResultRef == nil {
-		return nil
-	}
-	r, err := a.inlineResult(ctx, workflows.Outcome{ResultRef: res.ResultRef})
-	if err != nil {
-		return err
-	}
-	res.Output, res.Structured, res.ResultRef = session.JoinText(r.Output), r.Structured, nil
-	return nil
-}
-
 // inlineResult returns the result of out, read from the session store when out carries it by
 // reference.
 func (a *Activities) inlineResult(ctx context.Context, out workflows.Outcome) (subagent.Result, error) {

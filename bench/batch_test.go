@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
@@ -154,12 +155,12 @@ func runBatch(b *testing.B, provider string, n int) time.Duration {
 // startPagedBatch starts a BatchV2 of tasks as `starter batch` does: the first tasks inline,
 // the others in pages by Update. continueAsNewAfter 0 keeps the default.
 func startPagedBatch(ctx context.Context, b *testing.B, id, queue string, tasks []workflows.Task, continueAsNewAfter int) client.WorkflowRun {
-	inline, paged := workflows.SplitInline(tasks)
+	inline, paged := subflow.SplitInline(tasks)
 	in := workflows.BatchV2Input{BatchID: id, Tasks: inline, Total: len(tasks), Concurrency: benchConcurrency,
 		TaskQueue: queue, ContinueAsNewAfter: continueAsNewAfter}
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
 		workflows.BatchV2WorkflowName, in)
 	require.NoError(b, err)
-	require.NoError(b, workflows.SendTaskPages(ctx, env.c, id, len(inline), paged))
+	require.NoError(b, subflow.SendTaskPages(ctx, env.c, id, len(inline), paged))
 	return run
 }

@@ -3,6 +3,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -46,6 +47,10 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 // Start starts workflows.StartSubagent with Update-with-Start and returns as soon as the child is
 // published (SPEC R-71), with the workflow run to wait on for the Outcome.
 //
+// The run starts on the task queue RouteWorkspace picks for its cwd (opts.TaskQueue unless a
+// worker serves the cwd's root host-locally), so all its workflow tasks and activities run
+// where its cwd exists; a cwd no worker serves is rejected before anything starts.
+//
 // A request rejected before publication returns a *subagent.ValidationError whose Error()
 // is exactly the SPEC message and whose Rule names the rule. A run cancelled before
 // publication returns an error wrapping a *temporal.CanceledError. Other failures are
@@ -59,7 +64,11 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	if id == "" {
 		id = workflows.WorkflowID(in.ChildID)
 	}
-	op := c.NewWithStartWorkflowOperation(StartWorkflowOptions(id, opts.TaskQueue, in), workflows.StartSubagent, in)
+	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), runCwd(in))
+	if err != nil {
+		return workflows.Published{}, nil, err
+	}
+	op := c.NewWithStartWorkflowOperation(StartWorkflowOptions(id, queue, in), workflows.StartSubagent, in)
 	handle, err := c.UpdateWithStartWorkflow(ctx, tclient.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: tclient.UpdateWorkflowOptions{
@@ -79,6 +88,14 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 		return workflows.Published{}, nil, fmt.Errorf("client: start %s: %w", id, err)
 	}
 	return pub, run, nil
+}
+
+// runCwd is the directory the run works in: its root session's, else its parent's.
+func runCwd(in workflows.StartInput) string {
+	if in.Root != nil && in.Root.Cwd != "" {
+		return in.Root.Cwd
+	}
+	return in.Request.Parent.Cwd
 }
 
 func startError(workflowID string, err error) error {

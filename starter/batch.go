@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -120,7 +121,7 @@ func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags,
 		fmt.Fprintf(stderr, "starter batch: start %s: %v\n", p.in.BatchID, err)
 		return exitError
 	}
-	if err := workflows.SendTaskPages(ctx, c, p.in.BatchID, len(p.in.Tasks), p.paged); err != nil {
+	if err := subflow.SendTaskPages(ctx, c, p.in.BatchID, len(p.in.Tasks), p.paged); err != nil {
 		fmt.Fprintf(stderr, "starter batch: %v\n", err)
 		return exitError
 	}
@@ -198,7 +199,7 @@ func (f *batchFlags) plan(path string) (batchPlan, error) {
 		return batchPlan{}, err
 	}
 	p := batchPlan{in: in}
-	p.in.Tasks, p.paged = workflows.SplitInline(tasks)
+	p.in.Tasks, p.paged = subflow.SplitInline(tasks)
 	p.in.Total = len(tasks)
 	if f.detach {
 		if f.out != "" {

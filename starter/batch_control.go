@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -70,7 +71,7 @@ func sendControl(ctx context.Context, id, cmd, name string, arg any, stdout, std
 		args = append(args, arg)
 	}
 	var sum workflows.BatchSummary
-	if err := workflows.UpdateBatch(ctx, c, id, name, &sum, args...); err != nil {
+	if err := subflow.UpdateBatch(ctx, c, id, name, &sum, args...); err != nil {
 		fmt.Fprintf(stderr, "%s: %s: %v\n", cmd, id, err)
 		return exitError
 	}
@@ -100,7 +101,7 @@ func runBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 		return code
 	}
 	defer c.Close()
-	sum, err := workflows.BatchSummaryOf(ctx, c, id)
+	sum, err := subflow.BatchSummaryOf(ctx, c, id)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch status: %s: %v\n", id, err)
 		return exitError
@@ -134,7 +135,7 @@ func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "%d results of %s in %s\n", n, id, *out)
 		return exitCompleted
 	}
-	results, err := workflows.BatchResults(ctx, c, id)
+	results, err := subflow.BatchResults(ctx, c, id)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch results: %s: %v\n", id, err)
 		return exitError
@@ -149,7 +150,7 @@ func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Write
 // writeResultsFile writes the results of batch id to path (through a temporary file, so a
 // reader never sees half of it) and returns their count.
 func writeResultsFile(ctx context.Context, c client.Client, id, path string) (int, error) {
-	results, err := workflows.BatchResults(ctx, c, id)
+	results, err := subflow.BatchResults(ctx, c, id)
 	if err != nil {
 		return 0, fmt.Errorf("read results of %s: %w", id, err)
 	}
@@ -200,7 +201,7 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	defer c.Close()
-	results, err := workflows.BatchResults(ctx, c, id)
+	results, err := subflow.BatchResults(ctx, c, id)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
 		return exitError
@@ -215,7 +216,7 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 			skipped++ // never started: no input kept
 			continue
 		}
-		in, err := workflows.StartInputOf(ctx, c, r.WorkflowID, "")
+		in, err := subflow.StartInputOf(ctx, c, r.WorkflowID, "")
 		if err != nil {
 			fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
 			return exitError
@@ -236,6 +237,6 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if p.in.BatchID == "" {
 		p.in.BatchID = "batch-" + uuid.NewString()
 	}
-	p.in.Tasks, p.paged = workflows.SplitInline(tasks)
+	p.in.Tasks, p.paged = subflow.SplitInline(tasks)
 	return startBatch(ctx, c, p, f, stdout, stderr)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -48,17 +49,17 @@ func TestBatchPlan(t *testing.T) {
 // TestBatchPlanLargeFilePaged: a large batch keeps its first tasks inline and hands the
 // others over in pages, in order; the file's path goes nowhere.
 func TestBatchPlanLargeFilePaged(t *testing.T) {
-	lines := make([]string, workflows.InlineMaxTasks+7)
+	lines := make([]string, subflow.InlineMaxTasks+7)
 	for i := range lines {
 		lines[i] = `{"task": "t` + strconv.Itoa(i) + `"}`
 	}
 	path := writeTasks(t, lines...)
 	p, err := (&batchFlags{concurrency: 1, detach: true}).plan(path)
 	require.NoError(t, err)
-	assert.Len(t, p.in.Tasks, workflows.InlineMaxTasks)
+	assert.Len(t, p.in.Tasks, subflow.InlineMaxTasks)
 	require.Len(t, p.paged, 7)
-	assert.Equal(t, "t"+strconv.Itoa(workflows.InlineMaxTasks), p.paged[0].Task)
-	assert.Equal(t, workflows.InlineMaxTasks+7, p.in.Total)
+	assert.Equal(t, "t"+strconv.Itoa(subflow.InlineMaxTasks), p.paged[0].Task)
+	assert.Equal(t, subflow.InlineMaxTasks+7, p.in.Total)
 	assert.Empty(t, p.outFile, "a detached batch writes no results file")
 	raw, err := json.Marshal(p.in)
 	require.NoError(t, err)

@@ -224,3 +224,32 @@ func TestBatchLiveControl(t *testing.T) {
 	assert.Equal(t, failed, retried, "retry starts exactly the failed tasks")
 	requireListed(t, fmt.Sprintf("SubagentRetryOf = '%s'", batchID), []string{retryID})
 }
+
+// TestBatchResultsByReference: `starter batch results` writes a task's result stored by
+// reference (over one Temporal payload) in full, from a directory the workers never see.
+func TestBatchResultsByReference(t *testing.T) {
+	f := newFaultEnv(t, "")
+	f.workDir = t.TempDir()
+	f.startWorker()
+
+	cwd, starterDir := t.TempDir(), t.TempDir()
+	big := strings.Repeat("big answer ", workflows.PayloadThreshold/5)
+	tasks := []workflows.Task{
+		scriptedTask(subagent.ProviderSpawn, cwd, script(t, cwd, `{"text": "`+big+`"}`), "big"),
+		scriptedTask(subagent.ProviderSpawn, cwd, script(t, cwd, `{"text": "ok"}`), "small"),
+	}
+	code, stdout, stderr := runStarter(t, starterDir, "batch", "--detach", "--task-queue", f.taskQueue,
+		writeTaskFile(t, starterDir, tasks))
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	batchID := strings.TrimSpace(stdout)
+	sum := waitBatch(t, batchID, waitLimit)
+	require.True(t, sum.Completed(), "%+v", sum)
+
+	code, stdout, stderr = runStarter(t, t.TempDir(), "batch", "results", batchID)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	results := parseResults(t, stdout)
+	require.Len(t, results, 2)
+	assert.Equal(t, big, results[0].Output, "the big result in full")
+	assert.Nil(t, results[0].ResultRef)
+	assert.Equal(t, "ok", results[1].Output)
+}

@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -51,6 +52,8 @@ func run() int {
 		"how often a running drive heartbeats, at most 1s; each heartbeat is one Temporal call (default $"+app.EnvHeartbeatInterval+", else 1s)")
 	limits := providerLimits{}
 	flag.Var(limits, "model-concurrency", "`PROVIDER=N`: at most N concurrent requests to the model provider across the cluster (repeatable; give every worker the same)")
+	rpm := providerLimits{}
+	flag.Var(rpm, "model-rpm", "`PROVIDER=N`: at most N requests to the model provider per minute across the cluster (repeatable; give every worker the same)")
 	level := flag.String("log-level", "info", "log level: debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	flag.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
@@ -59,10 +62,17 @@ func run() int {
 		"provider of subagent tool calls that name none (default spawn)")
 	flag.Var(&opts.SubagentMaxDepth, "subagent-max-depth",
 		"depth cap of the subagent tool: a number or provider-managed (default 3)")
+	flag.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker (repeatable)",
+		func(v string) error {
+			root, err := subflow.ParseWorkspaceRoot(v)
+			opts.WorkspaceRoots = append(opts.WorkspaceRoots, root)
+			return err
+		})
 	flag.Parse()
 	opts.SDKArgs = sdkArgs
 	opts.ChildEnv = childEnv
 	opts.ModelConcurrency = limits
+	opts.ModelRequestsPerMinute = rpm
 
 	logger, err := app.NewLogger(*level)
 	if err != nil {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"time"
 
@@ -41,8 +42,14 @@ type AdmissionInput struct {
 	Limit int `json:"limit"`
 	// PermitTTL bounds a permit's life; 0 means DefaultPermitTTL.
 	PermitTTL time.Duration `json:"permitTtl,omitempty"`
+	// RequestsPerMinute, when above 0, also caps the permits granted in any 60 seconds
+	// (a provider's requests-per-minute quota); 0 means no such cap.
+	RequestsPerMinute int `json:"requestsPerMinute,omitempty"`
 	// Permits are the permits out, by id, with their expiry; set when continuing as new.
 	Permits map[string]time.Time `json:"permits,omitempty"`
+	// Granted are the grant times of the last minute, oldest first, when RequestsPerMinute
+	// is set; carried when continuing as new.
+	Granted []time.Time `json:"granted,omitempty"`
 }
 
 // ModelAdmission keeps the number of concurrent model requests to one provider under Limit
@@ -66,8 +73,24 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	if permits == nil {
 		permits = map[string]time.Time{}
 	}
+	granted := in.Granted
 	var queue []string
 	draining := false
+	// rateWait is how long until one more grant fits the requests-per-minute cap; 0 when it
+	// fits now (always, without a cap).
+	rateWait := func() time.Duration {
+		if in.RequestsPerMinute <= 0 {
+			return 0
+		}
+		now := workflow.Now(ctx)
+		for len(granted) > 0 && !now.Before(granted[0].Add(time.Minute)) {
+			granted = granted[1:]
+		}
+		if len(granted) < in.RequestsPerMinute {
+			return 0
+		}
+		return granted[0].Add(time.Minute).Sub(now)
+	}
 	expire := func() {
 		now := workflow.Now(ctx)
 		for id, until := range permits {
@@ -79,11 +102,25 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAcquire, func(ctx workflow.Context) (string, error) {
 		id := workflow.GetCurrentUpdateInfo(ctx).ID
 		queue = append(queue, id)
-		if err := workflow.Await(ctx, func() bool { return queue[0] == id && len(permits) < in.Limit }); err != nil {
-			return "", err
+		for {
+			if err := workflow.Await(ctx, func() bool { return queue[0] == id && len(permits) < in.Limit }); err != nil {
+				return "", err
+			}
+			// Without a requests-per-minute cap this never waits, so the histories of
+			// admissions without one replay unchanged.
+			wait := rateWait()
+			if wait <= 0 {
+				break
+			}
+			if err := workflow.Sleep(ctx, wait); err != nil {
+				return "", err
+			}
 		}
 		queue = queue[1:]
 		permits[id] = workflow.Now(ctx).Add(ttl)
+		if in.RequestsPerMinute > 0 {
+			granted = append(granted, workflow.Now(ctx))
+		}
 		return id, nil
 	}, workflow.UpdateHandlerOptions{
 		Validator: func(workflow.Context) error {
@@ -98,7 +135,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 		return err
 	}
 	err = workflow.SetQueryHandler(ctx, QueryProgress, func() (map[string]int, error) {
-		return map[string]int{"limit": in.Limit, "out": len(permits), "waiting": len(queue)}, nil
+		return map[string]int{"limit": in.Limit, "out": len(permits), "waiting": len(queue), "requestsPerMinute": in.RequestsPerMinute}, nil
 	})
 	if err != nil {
 		return err
@@ -126,6 +163,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 			}
 			next := in
 			next.Permits = maps.Clone(permits)
+			next.Granted = slices.Clone(granted)
 			return workflow.NewContinueAsNewError(ctx, AdmissionWorkflowName, next)
 		}
 	}

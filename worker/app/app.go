@@ -13,13 +13,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/activities"
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/tools"
@@ -90,6 +95,14 @@ type Options struct {
 	// ModelConcurrency caps concurrent model requests per model provider across the cluster
 	// (activities.Config.ModelConcurrency); every worker should pass the same caps.
 	ModelConcurrency map[string]int
+	// ModelRequestsPerMinute caps the model requests per provider granted in any minute across
+	// the cluster (activities.Config.ModelRequestsPerMinute); every worker should pass the same.
+	ModelRequestsPerMinute map[string]int
+	// WorkspaceRoots are the directories this worker serves runs in (worker --workspace-root).
+	// They are stated in the worker's Temporal identity, where starters read them
+	// (subflow.RouteWorkspace); for each host-local root the worker also polls the root's own
+	// queue (subflow.WorkspaceQueue), where every run whose cwd lies under the root executes.
+	WorkspaceRoots []subflow.WorkspaceRoot
 }
 
 // New builds the worker for c with every workflow and activity registered, not yet started.
@@ -132,8 +145,9 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 
 		HeartbeatInterval: opts.HeartbeatInterval,
 		// The limiters run on the common queue, whatever queue a drive runs on.
-		ModelConcurrency:   opts.ModelConcurrency,
-		AdmissionTaskQueue: opts.TaskQueue,
+		ModelConcurrency:       opts.ModelConcurrency,
+		ModelRequestsPerMinute: opts.ModelRequestsPerMinute,
+		AdmissionTaskQueue:     opts.TaskQueue,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
@@ -141,18 +155,132 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	// The SDK batches heartbeats for up to its throttle interval before sending one; capped at
 	// the interval, every heartbeat is sent, so a cancel (which comes back with a heartbeat
 	// response) reaches the drive within one interval (SPEC R-72).
-	w = worker.New(c, opts.TaskQueue, worker.Options{
+	wopts := worker.Options{
 		WorkerStopTimeout:                  opts.StopTimeout,
 		MaxHeartbeatThrottleInterval:       opts.HeartbeatInterval,
 		DefaultHeartbeatThrottleInterval:   opts.HeartbeatInterval,
 		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
-	})
-	workflows.Register(w)
-	activities.Register(w, acts)
-	opts.Logger.Info("worker ready", zap.String("taskQueue", opts.TaskQueue),
+		Identity:                           workerIdentity(opts.WorkspaceRoots),
+	}
+	queues := []string{opts.TaskQueue}
+	for _, r := range opts.WorkspaceRoots {
+		if r.Local {
+			queues = append(queues, subflow.WorkspaceQueue(opts.TaskQueue, r.Dir))
+		}
+	}
+	ws := &multiWorker{stopped: make(chan struct{})}
+	for _, q := range queues {
+		qw := worker.New(c, q, wopts)
+		workflows.Register(qw)
+		activities.Register(qw, acts)
+		ws.ws = append(ws.ws, qw)
+	}
+	roots := make([]string, len(opts.WorkspaceRoots))
+	for i, r := range opts.WorkspaceRoots {
+		roots[i] = r.String()
+	}
+	opts.Logger.Info("worker ready", zap.String("taskQueue", opts.TaskQueue), zap.Strings("taskQueues", queues),
+		zap.Strings("workspaceRoots", roots),
 		zap.String("sessionStore", describeStore(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs))
-	return w, closeStore, nil
+	if len(ws.ws) == 1 {
+		return ws.ws[0], closeStore, nil
+	}
+	return ws, closeStore, nil
+}
+
+// workerIdentity is the Temporal identity of the worker: the SDK's default form, followed by
+// the workspace roots it serves.
+func workerIdentity(roots []subflow.WorkspaceRoot) string {
+	host, _ := os.Hostname()
+	return subflow.WorkerIdentity(fmt.Sprintf("%d@%s@", os.Getpid(), host), roots)
+}
+
+// multiWorker runs one Temporal worker per task queue of a worker serving host-local roots
+// as one worker.Worker: registrations go to every queue, Start, Run and Stop cover all.
+type multiWorker struct {
+	ws      []worker.Worker
+	stopped chan struct{}
+	once    sync.Once
+}
+
+func (m *multiWorker) RegisterWorkflow(w any) {
+	for _, x := range m.ws {
+		x.RegisterWorkflow(w)
+	}
+}
+
+func (m *multiWorker) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
+	for _, x := range m.ws {
+		x.RegisterWorkflowWithOptions(w, o)
+	}
+}
+
+func (m *multiWorker) RegisterDynamicWorkflow(w any, o workflow.DynamicRegisterOptions) {
+	for _, x := range m.ws {
+		x.RegisterDynamicWorkflow(w, o)
+	}
+}
+
+func (m *multiWorker) RegisterActivity(a any) {
+	for _, x := range m.ws {
+		x.RegisterActivity(a)
+	}
+}
+
+func (m *multiWorker) RegisterActivityWithOptions(a any, o activity.RegisterOptions) {
+	for _, x := range m.ws {
+		x.RegisterActivityWithOptions(a, o)
+	}
+}
+
+func (m *multiWorker) RegisterDynamicActivity(a any, o activity.DynamicRegisterOptions) {
+	for _, x := range m.ws {
+		x.RegisterDynamicActivity(a, o)
+	}
+}
+
+func (m *multiWorker) RegisterNexusService(s *nexus.Service) {
+	for _, x := range m.ws {
+		x.RegisterNexusService(s)
+	}
+}
+
+// Start starts every queue's worker; when one fails, those already started are stopped.
+func (m *multiWorker) Start() error {
+	for i, x := range m.ws {
+		if err := x.Start(); err != nil {
+			for _, started := range m.ws[:i] {
+				started.Stop()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Run starts every queue's worker and stops them all when interruptCh receives (nil: never).
+func (m *multiWorker) Run(interruptCh <-chan any) error {
+	if err := m.Start(); err != nil {
+		return err
+	}
+	select {
+	case <-interruptCh:
+		m.Stop()
+	case <-m.stopped:
+	}
+	return nil
+}
+
+// Stop stops every queue's worker, letting running activities wind down.
+func (m *multiWorker) Stop() {
+	var wg sync.WaitGroup
+	for _, x := range m.ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); x.Stop() }()
+	}
+	wg.Wait()
+	m.once.Do(func() { close(m.stopped) })
 }
 
 // modelEnv are the model adapters' variables. The sdk child's environment is an allowlist

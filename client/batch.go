@@ -1,4 +1,4 @@
-package workflows
+package client
 
 import (
 	"context"
@@ -12,25 +12,26 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
+	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // batchResultFetchers is how many results BatchResults reads at once.
 const batchResultFetchers = 16
 
 // BatchSummaryOf is a batch's summary: its result when it ended, else its progress.
-func BatchSummaryOf(ctx context.Context, c client.Client, id string) (BatchSummary, error) {
-	var sum BatchSummary
+func BatchSummaryOf(ctx context.Context, c tclient.Client, id string) (workflows.BatchSummary, error) {
+	var sum workflows.BatchSummary
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return sum, err
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		v, err := c.QueryWorkflow(ctx, id, "", QueryProgress)
+		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
 		if err != nil {
 			return sum, err
 		}
@@ -50,12 +51,13 @@ type listedChild struct {
 	execution *commonpb.WorkflowExecution
 	start     int64 // ms
 	close     int64 // ms; 0 while running
+	taskQueue string
 }
 
 // batchChildren lists the StartSubagent runs of batch id (visibility: SubagentBatch = id),
 // with their task numbers from the memo.
-func batchChildren(ctx context.Context, c client.Client, id string) ([]listedChild, error) {
-	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, WorkflowName)
+func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedChild, error) {
+	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
 	var children []listedChild
 	var token []byte
 	dc := converter.GetDefaultDataConverter()
@@ -65,12 +67,12 @@ func batchChildren(ctx context.Context, c client.Client, id string) ([]listedChi
 			return nil, fmt.Errorf("list runs of batch %s: %w", id, err)
 		}
 		for _, info := range resp.GetExecutions() {
-			p := info.GetMemo().GetFields()[MemoBatchIndex]
+			p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]
 			var n int
 			if p == nil || dc.FromPayload(p, &n) != nil {
 				continue // not started by a BatchV2
 			}
-			ch := listedChild{index: n, execution: info.GetExecution(), start: info.GetStartTime().AsTime().UnixMilli()}
+			ch := listedChild{index: n, execution: info.GetExecution(), start: info.GetStartTime().AsTime().UnixMilli(), taskQueue: info.GetTaskQueue()}
 			if info.GetCloseTime() != nil && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				ch.close = info.GetCloseTime().AsTime().UnixMilli()
 			}
@@ -85,8 +87,8 @@ func batchChildren(ctx context.Context, c client.Client, id string) ([]listedChi
 
 // BatchResults reads the result of every finished task of batch id, ordered by task number:
 // one per child run that closed, plus the tasks that could not start (from the batch's
-// summary).
-func BatchResults(ctx context.Context, c client.Client, id string) ([]BatchResult, error) {
+// summary). A result stored by reference is read back in full (ResolveOutcome).
+func BatchResults(ctx context.Context, c tclient.Client, id string) ([]workflows.BatchResult, error) {
 	sum, err := BatchSummaryOf(ctx, c, id)
 	if err != nil {
 		return nil, err
@@ -122,19 +124,27 @@ func BatchResults(ctx context.Context, c client.Client, id string) ([]BatchResul
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	slices.SortFunc(results, func(a, b BatchResult) int { return a.Index - b.Index })
+	slices.SortFunc(results, func(a, b workflows.BatchResult) int { return a.Index - b.Index })
 	return results, nil
 }
 
 // childResult reads the result of a closed batch child.
-func childResult(ctx context.Context, c client.Client, ch listedChild) (BatchResult, error) {
-	var out Outcome
+func childResult(ctx context.Context, c tclient.Client, ch listedChild) (workflows.BatchResult, error) {
+	var out workflows.Outcome
 	err := c.GetWorkflow(ctx, ch.execution.GetWorkflowId(), ch.execution.GetRunId()).Get(ctx, &out)
 	if ctx.Err() != nil {
-		return BatchResult{}, ctx.Err()
+		return workflows.BatchResult{}, ctx.Err()
 	}
-	res := ChildOutcome(out, err)
-	r := BatchResult{
+	res := workflows.ChildOutcome(out, err)
+	if res.Error == "" {
+		// A result over one payload (a cancelled child's partial answer too) is stored by
+		// reference: read it back through the child's own task queue, whose workers reach
+		// the store it was written to.
+		if err := ResolveOutcome(ctx, c, ch.taskQueue, &res.Outcome); err != nil {
+			return workflows.BatchResult{}, fmt.Errorf("client: result of task %d of %s: %w", ch.index, ch.execution.GetWorkflowId(), err)
+		}
+	}
+	r := workflows.BatchResult{
 		Index:      ch.index,
 		WorkflowID: ch.execution.GetWorkflowId(),
 		ChildID:    res.Outcome.ChildID,
@@ -157,8 +167,8 @@ func childResult(ctx context.Context, c client.Client, ch listedChild) (BatchRes
 }
 
 // StartInputOf reads a run's StartInput from the first event of its history.
-func StartInputOf(ctx context.Context, c client.Client, workflowID, runID string) (StartInput, error) {
-	var in StartInput
+func StartInputOf(ctx context.Context, c tclient.Client, workflowID, runID string) (workflows.StartInput, error) {
+	var in workflows.StartInput
 	ex := &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID}
 	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
@@ -179,7 +189,7 @@ func StartInputOf(ctx context.Context, c client.Client, workflowID, runID string
 }
 
 // The first tasks of a batch travel inline in its input up to these bounds (SplitInline);
-// the others go in pages by UpdateAddTasks, each under pageMaxBytes (SendTaskPages).
+// the others go in pages by workflows.UpdateAddTasks, each under pageMaxBytes (SendTaskPages).
 const (
 	InlineMaxTasks = 500
 	inlineMaxBytes = 512 << 10
@@ -188,7 +198,7 @@ const (
 
 // SplitInline returns the tasks that travel inline in a BatchV2Input (up to InlineMaxTasks
 // and 512 KiB) and the rest, for SendTaskPages.
-func SplitInline(tasks []Task) (inline, paged []Task) {
+func SplitInline(tasks []workflows.Task) (inline, paged []workflows.Task) {
 	n, size := 0, 0
 	for n < len(tasks) && n < InlineMaxTasks {
 		b, err := json.Marshal(tasks[n])
@@ -203,10 +213,10 @@ func SplitInline(tasks []Task) (inline, paged []Task) {
 
 // SendTaskPages hands tasks, numbered from first, to the batch in pages by Update. A page that
 // fails is sent again (the batch acknowledges a page it already holds), a few times.
-func SendTaskPages(ctx context.Context, c client.Client, batchID string, first int, tasks []Task) error {
+func SendTaskPages(ctx context.Context, c tclient.Client, batchID string, first int, tasks []workflows.Task) error {
 	for page := 0; len(tasks) > 0; page++ {
 		n, size := 0, 0
-		for n < len(tasks) && n < MaxPageTasks {
+		for n < len(tasks) && n < workflows.MaxPageTasks {
 			b, err := json.Marshal(tasks[n])
 			if err != nil {
 				return fmt.Errorf("encode task %d: %w", first+n, err)
@@ -217,10 +227,10 @@ func SendTaskPages(ctx context.Context, c client.Client, batchID string, first i
 			size += len(b)
 			n++
 		}
-		arg := TaskPage{Page: page, First: first, Tasks: tasks[:n]}
+		arg := workflows.TaskPage{Page: page, First: first, Tasks: tasks[:n]}
 		var err error
 		for attempt := 0; attempt < 5; attempt++ {
-			if err = UpdateBatch(ctx, c, batchID, UpdateAddTasks, nil, arg); err == nil {
+			if err = UpdateBatch(ctx, c, batchID, workflows.UpdateAddTasks, nil, arg); err == nil {
 				break
 			}
 			if ctx.Err() != nil {
@@ -239,17 +249,17 @@ func SendTaskPages(ctx context.Context, c client.Client, batchID string, first i
 
 // UpdateBatch sends update name to the batch and waits for its answer, decoded into sum
 // when not nil.
-func UpdateBatch(ctx context.Context, c client.Client, batchID, name string, sum *BatchSummary, args ...any) error {
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+func UpdateBatch(ctx context.Context, c tclient.Client, batchID, name string, sum *workflows.BatchSummary, args ...any) error {
+	h, err := c.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   batchID,
 		UpdateName:   name,
 		Args:         args,
-		WaitForStage: client.WorkflowUpdateStageCompleted,
+		WaitForStage: tclient.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
 		return err
 	}
-	var s BatchSummary
+	var s workflows.BatchSummary
 	if err := h.Get(ctx, &s); err != nil {
 		return err
 	}

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/subagent"
+)
+
+// TestWorkspacesAcrossHosts runs two worker processes, each serving its own host-local
+// workspace root: a run (spawn, then sdk) whose cwd lies under a root executes every
+// workflow task and activity on that root's worker, and a cwd that neither serves is
+// rejected before anything starts, by the client and by `starter run` (exit 2).
+func TestWorkspacesAcrossHosts(t *testing.T) {
+	f := newFaultEnv(t, "")
+	rootA, rootB := filepath.Join(t.TempDir(), "ws-a"), filepath.Join(t.TempDir(), "ws-b")
+	cwdA, cwdB := filepath.Join(rootA, "proj"), filepath.Join(rootB, "proj")
+	for _, d := range []string{cwdA, cwdB} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	wA := f.startWorker("--workspace-root", "local:"+rootA)
+	wB := f.startWorker("--workspace-root", "local:"+rootB)
+	waitPollers(t, f, wA, wB)
+
+	for _, tc := range []struct {
+		provider, cwd string
+		w             *workerProc
+	}{
+		{subagent.ProviderSpawn, cwdA, wA},
+		{subagent.ProviderSpawn, cwdB, wB},
+		{subagent.ProviderSDK, cwdA, wA},
+		{subagent.ProviderSDK, cwdB, wB},
+	} {
+		_, run := f.start(rootInput(tc.provider, tc.cwd, script(t, tc.cwd, `{"text": "ok"}`), "answer"))
+		out, cancelled := outcome(t, run)
+		require.False(t, cancelled)
+		require.Equal(t, []session.Block{session.Text("ok")}, out.Result.Output, "%s run in %s", tc.provider, tc.cwd)
+		want := fmt.Sprintf("%d@", tc.w.pid())
+		var activities int
+		for _, e := range history(t, f.c, run) {
+			var identity string
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+				activities++
+				identity = e.GetActivityTaskStartedEventAttributes().GetIdentity()
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+				identity = e.GetWorkflowTaskStartedEventAttributes().GetIdentity()
+			default:
+				continue
+			}
+			require.True(t, strings.HasPrefix(identity, want),
+				"%s run in %s: event %d ran on %q, want the worker %s serving its root", tc.provider, tc.cwd, e.GetEventId(), identity, want)
+		}
+		require.NotZero(t, activities, "%s run in %s ran no activity", tc.provider, tc.cwd)
+	}
+
+	nobody := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	_, _, err := subflow.Start(ctx, f.c, subflow.StartOptions{TaskQueue: f.taskQueue,
+		Input: rootInput(subagent.ProviderSpawn, nobody, script(t, nobody, `{"text": "ok"}`), "answer")})
+	var ve *subagent.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, subflow.RuleWorkspace, ve.Rule)
+	for _, s := range []string{nobody, "local:" + rootA, "local:" + rootB} {
+		require.Contains(t, ve.Message, s)
+	}
+
+	code, _, stderr := runStarter(t, nobody, "run", "--task-queue", f.taskQueue, "--model-provider", "scripted",
+		"--model", script(t, nobody, `{"text": "ok"}`), "answer")
+	require.Equal(t, 2, code, "stderr: %s", stderr)
+	require.Contains(t, stderr, "no worker serves the cwd "+nobody)
+}
+
+// waitPollers waits until the workers poll the test's common task queue, where starters
+// read the roots they serve.
+func waitPollers(t *testing.T, f *faultEnv, ws ...*workerProc) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		desc, err := f.c.DescribeTaskQueue(context.Background(), f.taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil {
+			return false
+		}
+		for _, w := range ws {
+			found := false
+			for _, p := range desc.GetPollers() {
+				found = found || strings.HasPrefix(p.GetIdentity(), fmt.Sprintf("%d@", w.pid()))
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	}, 2*waitLimit, waitTick, "workers never polled %s", f.taskQueue)
+}

@@ -11,6 +11,7 @@ import (
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // RuleWorkspace is the Rule of the rejection of a run whose cwd no worker serves.
@@ -90,50 +91,95 @@ func identityRoots(identity string) []WorkspaceRoot {
 	return roots
 }
 
-// RouteWorkspace returns the task queue a run whose cwd is cwd starts on: the host queue
-// (WorkspaceQueue) of the deepest host-local root holding cwd, taskQueue when the deepest is
-// shared, and taskQueue when no worker polling taskQueue states any root (a cluster that
-// does not use workspace roots). A cwd that no stated root holds is rejected with a
-// *subagent.ValidationError naming the cwd and the served roots. The roots are those of the
-// workers that polled taskQueue recently (DescribeTaskQueue): a worker that stopped within
-// the last minutes still counts.
+// RouteWorkspace returns the task queue a run whose cwd is cwd starts on: ReadWorkspaces of
+// taskQueue, then Workspaces.Route of cwd. An empty cwd starts on taskQueue without asking.
 func RouteWorkspace(ctx context.Context, c tclient.Client, taskQueue, cwd string) (string, error) {
 	if cwd == "" {
 		return taskQueue, nil
 	}
+	w, err := ReadWorkspaces(ctx, c, taskQueue)
+	if err != nil {
+		return "", fmt.Errorf("client: route the cwd %s: %w", cwd, err)
+	}
+	return w.Route(cwd)
+}
+
+// Workspaces is the workspace roots the workers polling a task queue serve, read once
+// (ReadWorkspaces) to route any number of runs: a batch of 10,000 tasks costs one
+// DescribeTaskQueue.
+type Workspaces struct {
+	// TaskQueue is the common task queue the roots were read from.
+	TaskQueue string
+	// Served is every root some poller states, each once; empty when roots are not in use.
+	Served []WorkspaceRoot
+}
+
+// ReadWorkspaces reads the roots the workers polling taskQueue state in their identities
+// (WorkerIdentity). The roots are those of the workers that polled taskQueue recently
+// (DescribeTaskQueue): a worker that stopped within the last minutes still counts.
+func ReadWorkspaces(ctx context.Context, c tclient.Client, taskQueue string) (Workspaces, error) {
 	desc, err := c.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	if err != nil {
-		return "", fmt.Errorf("client: describe task queue %s for the workspace of %s: %w", taskQueue, cwd, err)
+		return Workspaces{}, fmt.Errorf("describe task queue %s for its workspace roots: %w", taskQueue, err)
 	}
-	var served []WorkspaceRoot
+	w := Workspaces{TaskQueue: taskQueue}
 	seen := map[WorkspaceRoot]bool{}
 	for _, p := range desc.GetPollers() {
 		for _, r := range identityRoots(p.GetIdentity()) {
 			if !seen[r] {
 				seen[r] = true
-				served = append(served, r)
+				w.Served = append(w.Served, r)
 			}
 		}
 	}
-	if len(served) == 0 {
-		return taskQueue, nil
+	return w, nil
+}
+
+// Route returns the task queue a run whose cwd is cwd starts on: the host queue
+// (WorkspaceQueue) of the deepest host-local root holding cwd, w.TaskQueue when the deepest
+// is shared, and w.TaskQueue when no root is served (a cluster that does not use workspace
+// roots) or cwd is empty. A cwd that no served root holds is rejected with a
+// *subagent.ValidationError (Rule RuleWorkspace) naming the cwd and the served roots.
+func (w Workspaces) Route(cwd string) (string, error) {
+	if cwd == "" || len(w.Served) == 0 {
+		return w.TaskQueue, nil
 	}
 	var best *WorkspaceRoot
-	for i, r := range served {
+	for i, r := range w.Served {
 		if r.holds(cwd) && (best == nil || len(r.Dir) > len(best.Dir)) {
-			best = &served[i]
+			best = &w.Served[i]
 		}
 	}
 	if best == nil {
-		names := make([]string, len(served))
-		for i, r := range served {
+		names := make([]string, len(w.Served))
+		for i, r := range w.Served {
 			names[i] = r.String()
 		}
 		return "", subagent.Rejectf(RuleWorkspace, "no worker serves the cwd %s: the workers on task queue %s serve %s",
-			cwd, taskQueue, strings.Join(names, ", "))
+			cwd, w.TaskQueue, strings.Join(names, ", "))
 	}
 	if best.Local {
-		return WorkspaceQueue(taskQueue, best.Dir), nil
+		return WorkspaceQueue(w.TaskQueue, best.Dir), nil
 	}
-	return taskQueue, nil
+	return w.TaskQueue, nil
+}
+
+// RouteTask sets t.TaskQueue to the queue Route picks for the cwd t's run works in (its root
+// session's, resolved against d.Dir; see workflows.Task.StartInput), or clears it when that
+// is w.TaskQueue: a batch then starts the task's child on that queue, and an unrouted task
+// exactly as a batch always did. The error is Route's, or the task's own when it is invalid.
+func (w Workspaces) RouteTask(t *workflows.Task, d workflows.TaskDefaults) error {
+	in, err := t.StartInput("", d)
+	if err != nil {
+		return err
+	}
+	queue, err := w.Route(runCwd(in))
+	if err != nil {
+		return err
+	}
+	t.TaskQueue = ""
+	if queue != w.TaskQueue {
+		t.TaskQueue = queue
+	}
+	return nil
 }

@@ -54,11 +54,15 @@ func (f *batchFlags) register(fs *flag.FlagSet) {
 }
 
 // batchPlan is a batch ready to start: its input with the inline tasks, the tasks that go
-// by Update, and where its results go.
+// by Update, where its results go, and where its tasks come from, for errors.
 type batchPlan struct {
 	in      workflows.BatchV2Input
 	paged   []workflows.Task
 	outFile string
+	// source is the tasks file, or the batch a retry reads; where names task i of the
+	// batch in source (its file and line).
+	source string
+	where  func(i int) string
 }
 
 // runBatch runs `starter batch FILE.jsonl` (every line one task object; see
@@ -104,9 +108,18 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return startBatch(ctx, c, p, f, stdout, stderr)
 }
 
-// startBatch starts the planned batch, hands it its paged tasks, and follows it unless
-// f.detach.
+// startBatch routes the planned batch's tasks to their workspaces' queues (routeTasks: exit
+// 2 when a cwd is served by no worker), starts the batch, hands it its paged tasks, and
+// follows it unless f.detach.
 func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags, stdout, stderr io.Writer) int {
+	if err := routeTasks(ctx, c, &p); err != nil {
+		fmt.Fprintln(stderr, err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return exitError
+	}
 	opts := client.StartWorkflowOptions{
 		ID:            p.in.BatchID,
 		TaskQueue:     f.taskQueue,
@@ -194,11 +207,11 @@ func (f *batchFlags) plan(path string) (batchPlan, error) {
 	if in.BatchID == "" {
 		in.BatchID = "batch-" + uuid.NewString()
 	}
-	tasks, _, err := readTasks(abs, in.BatchID, in.Defaults)
+	tasks, lines, err := readTasks(abs, in.BatchID, in.Defaults)
 	if err != nil {
 		return batchPlan{}, err
 	}
-	p := batchPlan{in: in}
+	p := batchPlan{in: in, source: abs, where: func(i int) string { return fmt.Sprintf("%s:%d", abs, lines[i]) }}
 	p.in.Tasks, p.paged = subflow.SplitInline(tasks)
 	p.in.Total = len(tasks)
 	if f.detach {

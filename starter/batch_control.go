@@ -206,7 +206,10 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
 		return exitError
 	}
-	var tasks []workflows.Task
+	var (
+		tasks   []workflows.Task
+		retried []string // the workflow id each task ran as
+	)
 	skipped := 0
 	for _, r := range results {
 		if !notCompleted(r) {
@@ -222,6 +225,7 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return exitError
 		}
 		tasks = append(tasks, workflows.TaskOf(in))
+		retried = append(retried, r.WorkflowID)
 	}
 	if skipped > 0 {
 		fmt.Fprintf(stderr, "starter batch retry: %d tasks of %s never started and are not retried (see `starter batch results %s`)\n", skipped, id, id)
@@ -233,7 +237,7 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 	p := batchPlan{in: workflows.BatchV2Input{
 		BatchID: f.id, Concurrency: f.concurrency, ContinueAsNewAfter: f.continueAsNewAfter,
 		TaskQueue: f.taskQueue, RetryOf: id, Total: len(tasks),
-	}, outFile: f.out}
+	}, outFile: f.out, source: "retry of " + id, where: func(i int) string { return "retry of " + retried[i] }}
 	if p.in.BatchID == "" {
 		p.in.BatchID = "batch-" + uuid.NewString()
 	}

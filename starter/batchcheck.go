@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"os"
 	"strings"
 
+	"go.temporal.io/sdk/client"
+
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -24,39 +28,31 @@ const maxTaskBytes = 1 << 20
 const maxReported = 20
 
 // readTasks reads and checks every task of the file at path and returns them with the
-// file's size. Every bad line is reported, each with the file and its line number, in one
-// usageError: lines that do not parse, tasks a run would refuse before publication, task
-// ids used twice, cwds that are not directories, and tasks over maxTaskBytes. A UTF-8 byte
-// order mark at the start of the file is ignored.
-func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task, int64, error) {
+// line number of each. Every bad line is reported, each with the file and its line number,
+// in one usageError: lines that do not parse, tasks a run would refuse before publication,
+// task ids used twice, cwds that are not directories, and tasks over maxTaskBytes. A UTF-8
+// byte order mark at the start of the file is ignored.
+func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task, []int, error) {
 	file, err := os.Open(path)
 	if err != nil {
-		return nil, 0, usagef("starter batch: %v", err)
+		return nil, nil, usagef("starter batch: %v", err)
 	}
 	defer file.Close()
 	var (
 		tasks  []workflows.Task
-		size   int64
-		bad    []string
-		nBad   int
+		lines  []int
+		bad    = badLines{source: path}
 		idLine = map[string]int{}
 	)
-	report := func(n int, err error) {
-		nBad++
-		if len(bad) < maxReported {
-			bad = append(bad, fmt.Sprintf("starter batch: %s:%d: %v", path, n, err))
-		}
-	}
 	r := bufio.NewReader(file)
 	for n := 1; ; n++ {
 		line, err := r.ReadBytes('\n')
 		if err != nil && err != io.EOF {
-			return nil, 0, usagef("starter batch: read %s: %v", path, err)
+			return nil, nil, usagef("starter batch: read %s: %v", path, err)
 		}
 		if len(line) == 0 && err == io.EOF {
 			break
 		}
-		size += int64(len(line))
 		t, blank, perr := workflows.ParseTaskLine(line)
 		if blank {
 			continue
@@ -72,21 +68,68 @@ func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task
 			}
 		}
 		if perr != nil {
-			report(n, perr)
+			bad.add(fmt.Sprintf("%s:%d", path, n), perr)
 			continue
 		}
 		tasks = append(tasks, t)
+		lines = append(lines, n)
 	}
-	if nBad > 0 {
-		if nBad > len(bad) {
-			bad = append(bad, fmt.Sprintf("starter batch: %s: %d more bad lines", path, nBad-len(bad)))
-		}
-		return nil, 0, usagef("%s", strings.Join(bad, "\n"))
+	if err := bad.err(); err != nil {
+		return nil, nil, err
 	}
 	if len(tasks) == 0 {
-		return nil, 0, usagef("starter batch: %s: no tasks", path)
+		return nil, nil, usagef("starter batch: %s: no tasks", path)
 	}
-	return tasks, size, nil
+	return tasks, lines, nil
+}
+
+// badLines collects the bad tasks of a batch, each named by where it comes from, and
+// reports the first maxReported of them in one usageError.
+type badLines struct {
+	source string // the tasks file, or the batch a retry reads
+	msgs   []string
+	n      int
+}
+
+func (b *badLines) add(where string, err error) {
+	b.n++
+	if len(b.msgs) < maxReported {
+		b.msgs = append(b.msgs, fmt.Sprintf("starter batch: %s: %v", where, err))
+	}
+}
+
+// err is the usageError of the bad tasks, nil when there is none.
+func (b *badLines) err() error {
+	if b.n == 0 {
+		return nil
+	}
+	msgs := b.msgs
+	if b.n > len(msgs) {
+		msgs = append(msgs, fmt.Sprintf("starter batch: %s: %d more bad lines", b.source, b.n-len(msgs)))
+	}
+	return usagef("%s", strings.Join(msgs, "\n"))
+}
+
+// routeTasks routes every task of p to the task queue of the workspace root that holds its
+// cwd (client.Workspaces.RouteTask), reading the roots the workers of p.in.TaskQueue serve
+// once for the whole batch. Tasks whose cwd no worker serves are a usageError naming each
+// (p.where) and its cwd, like the other bad lines: nothing starts.
+func routeTasks(ctx context.Context, c client.Client, p *batchPlan) error {
+	w, err := subflow.ReadWorkspaces(ctx, c, p.in.TaskQueue)
+	if err != nil {
+		return fmt.Errorf("starter batch: %w", err)
+	}
+	bad := badLines{source: p.source}
+	i := 0
+	for _, tasks := range [][]workflows.Task{p.in.Tasks, p.paged} {
+		for j := range tasks {
+			if err := w.RouteTask(&tasks[j], p.in.Defaults); err != nil {
+				bad.add(p.where(i), err)
+			}
+			i++
+		}
+	}
+	return bad.err()
 }
 
 // checkTask makes the checks of `starter run` and of the workflow before publication, so a

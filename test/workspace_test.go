@@ -10,10 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // TestWorkspacesAcrossHosts runs two worker processes, each serving its own host-local
@@ -44,23 +46,7 @@ func TestWorkspacesAcrossHosts(t *testing.T) {
 		out, cancelled := outcome(t, run)
 		require.False(t, cancelled)
 		require.Equal(t, []session.Block{session.Text("ok")}, out.Result.Output, "%s run in %s", tc.provider, tc.cwd)
-		want := fmt.Sprintf("%d@", tc.w.pid())
-		var activities int
-		for _, e := range history(t, f.c, run) {
-			var identity string
-			switch e.GetEventType() {
-			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-				activities++
-				identity = e.GetActivityTaskStartedEventAttributes().GetIdentity()
-			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-				identity = e.GetWorkflowTaskStartedEventAttributes().GetIdentity()
-			default:
-				continue
-			}
-			require.True(t, strings.HasPrefix(identity, want),
-				"%s run in %s: event %d ran on %q, want the worker %s serving its root", tc.provider, tc.cwd, e.GetEventId(), identity, want)
-		}
-		require.NotZero(t, activities, "%s run in %s ran no activity", tc.provider, tc.cwd)
+		requireRanOn(t, f, run, tc.w, fmt.Sprintf("%s run in %s", tc.provider, tc.cwd))
 	}
 
 	nobody := t.TempDir()
@@ -79,6 +65,85 @@ func TestWorkspacesAcrossHosts(t *testing.T) {
 		"--model", script(t, nobody, `{"text": "ok"}`), "answer")
 	require.Equal(t, 2, code, "stderr: %s", stderr)
 	require.Contains(t, stderr, "no worker serves the cwd "+nobody)
+}
+
+// TestWorkspacesBatchAcrossHosts: a batch whose tasks have cwds under two workers'
+// different host-local roots starts each child on the worker whose root holds its cwd, and
+// a batch with a task whose cwd neither serves is rejected before anything starts (exit 2,
+// naming the line and the cwd).
+func TestWorkspacesBatchAcrossHosts(t *testing.T) {
+	f := newFaultEnv(t, "")
+	rootA, rootB := filepath.Join(t.TempDir(), "ws-a"), filepath.Join(t.TempDir(), "ws-b")
+	cwdA, cwdB := filepath.Join(rootA, "proj"), filepath.Join(rootB, "proj")
+	for _, d := range []string{cwdA, cwdB} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	wA := f.startWorker("--workspace-root", "local:"+rootA)
+	wB := f.startWorker("--workspace-root", "local:"+rootB)
+	waitPollers(t, f, wA, wB)
+
+	workers := map[string]*workerProc{cwdA: wA, cwdB: wB}
+	answers := map[string]string{cwdA: script(t, cwdA, `{"text": "ok"}`), cwdB: script(t, cwdB, `{"text": "ok"}`)}
+	var tasks []workflows.Task
+	for i, cwd := range []string{cwdA, cwdB, cwdA, cwdB} {
+		task := scriptedTask(subagent.ProviderSpawn, cwd, answers[cwd], "answer")
+		task.Label = fmt.Sprintf("t%d", i)
+		tasks = append(tasks, task)
+	}
+	starterDir := t.TempDir()
+	code, stdout, stderr := runStarter(t, starterDir, "batch", "--detach", "--task-queue", f.taskQueue,
+		writeTaskFile(t, starterDir, tasks))
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	batchID := strings.TrimSpace(stdout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	defer cancel()
+	batch := f.c.GetWorkflow(ctx, batchID, "")
+	var sum workflows.BatchSummary
+	require.NoError(t, batch.Get(ctx, &sum))
+	require.True(t, sum.Completed(), "%+v", sum)
+	record(t, batch, "batchv2-routed")
+
+	code, stdout, stderr = runStarter(t, t.TempDir(), "batch", "results", batchID)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	results := parseResults(t, stdout)
+	require.Len(t, results, len(tasks))
+	for i, task := range tasks {
+		r := results[i]
+		require.Equal(t, "ok", r.Output, "task %d", i)
+		run := f.c.GetWorkflow(ctx, r.WorkflowID, "")
+		requireRanOn(t, f, run, workers[task.Cwd], fmt.Sprintf("task %d in %s", i, task.Cwd))
+	}
+
+	nobody := t.TempDir()
+	bad := append(tasks[:1:1], scriptedTask(subagent.ProviderSpawn, nobody, script(t, nobody, `{"text": "ok"}`), "answer"))
+	tasksFile := writeTaskFile(t, starterDir, bad)
+	code, _, stderr = runStarter(t, starterDir, "batch", "--detach", "--task-queue", f.taskQueue, tasksFile)
+	require.Equal(t, 2, code, "stderr: %s", stderr)
+	require.Contains(t, stderr, tasksFile+":2: no worker serves the cwd "+nobody)
+	require.NotContains(t, stderr, tasksFile+":1:", "the served task is fine")
+}
+
+// requireRanOn checks that every workflow task and activity of run ran on the worker w, and
+// that the run ran at least one activity.
+func requireRanOn(t *testing.T, f *faultEnv, run client.WorkflowRun, w *workerProc, what string) {
+	t.Helper()
+	want := fmt.Sprintf("%d@", w.pid())
+	var activities int
+	for _, e := range history(t, f.c, run) {
+		var identity string
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			activities++
+			identity = e.GetActivityTaskStartedEventAttributes().GetIdentity()
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			identity = e.GetWorkflowTaskStartedEventAttributes().GetIdentity()
+		default:
+			continue
+		}
+		require.True(t, strings.HasPrefix(identity, want),
+			"%s: event %d ran on %q, want the worker %s serving its root", what, e.GetEventId(), identity, want)
+	}
+	require.NotZero(t, activities, "%s ran no activity", what)
 }
 
 // waitPollers waits until the workers poll the test's common task queue, where starters

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -317,9 +318,11 @@ func (b *batchV2) startChild(ctx workflow.Context, n int, t Task) {
 		rt.WorkflowID = WorkflowID(in.ChildID)
 	}
 	cctx, cancel := workflow.WithCancel(ctx)
+	// A task the starter routed to its workspace's host queue (Task.TaskQueue) starts there;
+	// any other starts exactly as before routing existed, so recorded histories replay.
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            rt.WorkflowID,
-		TaskQueue:             b.in.TaskQueue,
+		TaskQueue:             cmp.Or(t.TaskQueue, b.in.TaskQueue),
 		StaticSummary:         Summary(in),
 		StaticDetails:         Details(in),
 		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),

@@ -38,6 +38,10 @@ type Task struct {
 	ID string `json:"id,omitempty"`
 	// Timeout is the run's deadline, a Go duration such as "90s" or "10m" (StartInput.Timeout).
 	Timeout string `json:"timeout,omitempty"`
+	// TaskQueue is the task queue the task's child starts on, set by the starter from the
+	// workspace root holding its cwd (client.Workspaces.RouteTask); empty means the batch's
+	// children's queue. A batch file cannot set it (ParseTaskLine).
+	TaskQueue string `json:"taskQueue,omitempty"`
 }
 
 // taskAliases maps the flag names a task line may use to the canonical field names.
@@ -127,6 +131,11 @@ func ParseTaskLine(line []byte) (t Task, blank bool, err error) {
 	}
 	if dec.More() {
 		return Task{}, false, errors.New("more than one JSON value on the line")
+	}
+	if t.TaskQueue != "" {
+		// The starter routes each task by its cwd; a line naming a queue stays an unknown
+		// field, as it always was.
+		return Task{}, false, errors.New(`not a task object: json: unknown field "taskQueue"`)
 	}
 	if strings.TrimSpace(t.Task) == "" {
 		return Task{}, false, errors.New(`missing "task"`)

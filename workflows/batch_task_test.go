@@ -40,6 +40,7 @@ func TestParseTaskLine(t *testing.T) {
 		`["task"]`:                        "not a task object: a task must be a JSON object",
 		`{"task": "a", "max-depth": "2"}`: `not a task object: json: cannot unmarshal string into Go struct field Task.max-depth of type int64`,
 		`{"task": "a", "maxTokens": 1, "max-tokens": 2}`: `not a task object: both "maxTokens" and "max-tokens" given`,
+		`{"task": "a", "taskQueue": "q@local:/srv"}`:     `not a task object: json: unknown field "taskQueue"`,
 	} {
 		_, _, err := ParseTaskLine([]byte(line))
 		assert.EqualError(t, err, want, line)

@@ -167,12 +167,14 @@ func (s *Server) UIAddr() string { return s.uiAddr }
 func (s *Server) Namespace() string { return s.namespace }
 
 // ClientOptions are client options for this server and its namespace, logging to the server's
-// logger; callers may change them before client.Dial.
+// logger, without request compression (the server is on this host: gzip would only cost
+// both ends CPU); callers may change them before client.Dial.
 func (s *Server) ClientOptions() client.Options {
 	return client.Options{
-		HostPort:  s.frontendAddr,
-		Namespace: s.namespace,
-		Logger:    serverlog.NewSdkLogger(s.logger),
+		HostPort:          s.frontendAddr,
+		Namespace:         s.namespace,
+		Logger:            serverlog.NewSdkLogger(s.logger),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
 	}
 }
 

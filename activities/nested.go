@@ -187,7 +187,7 @@ func pendingStep(events []session.Event) (session.StepData, map[string]bool, err
 func (a *Activities) delegate(actx, ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
 	info := activity.GetInfo(actx)
 	c := a.client(actx)
-	in := workflows.StartInput{Provider: call.Provider, Request: call.Request, ChildID: NestedChildID(call.Request.Parent.SessionID, call.CallID)}
+	in := workflows.StartInput{Provider: call.Provider, Request: call.Request, ChildID: NestedChildID(call.Request.Parent.SessionID, call.CallID), Shape: workflows.CurrentShape}
 	id := workflows.WorkflowID(in.ChildID)
 	opts := subflow.StartWorkflowOptions(id, info.TaskQueue, in)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING

@@ -61,7 +61,8 @@ func TestTaskStartInput(t *testing.T) {
 				Parent:       subagent.ParentRef{Cwd: "/work/sub"},
 				AgentOptions: route,
 			},
-			Root: &RootSession{Cwd: "/work/sub", Route: route},
+			Root:  &RootSession{Cwd: "/work/sub", Route: route},
+			Shape: CurrentShape,
 		}, in)
 	})
 	t.Run("the task's route wins field by field", func(t *testing.T) {

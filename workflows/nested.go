@@ -61,8 +61,8 @@ type RecordNestedInput struct {
 // outcome), their results are still recorded, and drive returns the cancellation, so the
 // caller reads the aborted result.
 func (r *run) drive(ctx workflow.Context, childID string, req subagent.Request) (DriveSummary, error) {
-	v := workflow.GetVersion(ctx, versionNestedChildren, workflow.DefaultVersion, 1)
-	in := DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef, Yield: v >= 1}
+	yield := r.known || workflow.GetVersion(ctx, versionNestedChildren, workflow.DefaultVersion, 1) >= 1
+	in := DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef, Yield: yield}
 	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose()))
 	var total DriveSummary
 	for {
@@ -105,7 +105,7 @@ func (r *run) drive(ctx workflow.Context, childID string, req subagent.Request) 
 func (r *run) runNested(ctx workflow.Context, delegations []Delegation) {
 	futures := make([]workflow.ChildWorkflowFuture, len(delegations))
 	for i, d := range delegations {
-		in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID}
+		in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID, Shape: CurrentShape}
 		futures[i] = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in)
 	}
 	for _, f := range futures {
@@ -147,6 +147,7 @@ func ExecuteSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
+	in = in.Current()
 	var out Outcome
 	err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in).Get(ctx, &out)
 	if err == nil {
@@ -180,7 +181,7 @@ func (r *run) handleSDKDelegations(ctx workflow.Context) (*sdkNested, error) {
 			id := WorkflowID(d.ChildID)
 			f, ok := n.futures[id]
 			if !ok {
-				in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID}
+				in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID, Shape: CurrentShape}
 				f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in)
 				n.futures[id] = f
 			}

@@ -67,7 +67,7 @@ func (r *run) storeRequest(ctx workflow.Context, childID string) error {
 	if len(raw) <= PayloadThreshold {
 		return nil
 	}
-	if workflow.GetVersion(ctx, versionRequestByReference, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !r.known && workflow.GetVersion(ctx, versionRequestByReference, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
 	var ref PayloadRef

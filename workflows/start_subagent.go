@@ -94,6 +94,9 @@ type run struct {
 	rejection error
 	// local is set on runs of versionLocalSteps and later: see localStepsChange.
 	local bool
+	// known is set on runs of ShapeKnownAttributes: every later change is on without a
+	// version marker, and search attributes the start set are not upserted again.
+	known bool
 	// attrs are search attribute updates held back to be upserted with the publication's.
 	attrs []temporal.SearchAttributeUpdate
 	// requestRef names the stored request when it is too big to copy into every activity's
@@ -134,7 +137,11 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 
 func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	in := r.in
-	r.local = workflow.GetVersion(ctx, localStepsChange, workflow.DefaultVersion, versionLocalSteps) >= versionLocalSteps
+	if in.Shape >= ShapeKnownAttributes {
+		r.local, r.known = true, true
+	} else {
+		r.local = workflow.GetVersion(ctx, localStepsChange, workflow.DefaultVersion, versionLocalSteps) >= versionLocalSteps
+	}
 	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
 		return r.fail(err)
 	}
@@ -217,12 +224,16 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	return r.finish(ctx, out)
 }
 
-// createRoot runs CreateRootSession with a generated session id (SPEC R-82).
+// createRoot runs CreateRootSession with a new session id (SPEC R-82): RootSessionID of the
+// child on runs of ShapeKnownAttributes, whose starter set it as SubagentParent, else a
+// UUID generated in a side effect.
 func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	r.status.Phase = PhaseCreatingRoot
-	var id string
-	if err := workflow.SideEffect(ctx, newID).Get(&id); err != nil {
-		return subagent.ParentRef{}, err
+	id := RootSessionID(r.status.ChildID)
+	if !r.known {
+		if err := workflow.SideEffect(ctx, newID).Get(&id); err != nil {
+			return subagent.ParentRef{}, err
+		}
 	}
 	var parent subagent.ParentRef
 	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
@@ -334,16 +345,42 @@ func (r *run) publish(ctx workflow.Context, childID string, pub Published) error
 	pub.ChildID = childID
 	r.status.ChildID = childID
 	r.status.Depth = pub.Depth
-	attrs := append(r.attrs, AttrChild.ValueSet(childID), AttrDepth.ValueSet(pub.Depth))
-	r.attrs = nil
-	if model(r.in) == "" && pub.Model != "" {
-		attrs = append(attrs, AttrModel.ValueSet(pub.Model))
+	var attrs []temporal.SearchAttributeUpdate
+	if r.known {
+		attrs = r.publishedChanges(ctx, childID, pub)
+	} else {
+		attrs = append(r.attrs, AttrChild.ValueSet(childID), AttrDepth.ValueSet(pub.Depth))
+		if model(r.in) == "" && pub.Model != "" {
+			attrs = append(attrs, AttrModel.ValueSet(pub.Model))
+		}
 	}
+	r.attrs = nil
 	if err := r.upsert(ctx, attrs...); err != nil {
 		return err
 	}
 	r.settle(pub, nil)
 	return nil
+}
+
+// publishedChanges returns the search attribute updates of a publication that the run does
+// not have yet: for a root run started by a current starter, none.
+func (r *run) publishedChanges(ctx workflow.Context, childID string, pub Published) []temporal.SearchAttributeUpdate {
+	have := workflow.GetTypedSearchAttributes(ctx)
+	var attrs []temporal.SearchAttributeUpdate
+	keyword := func(key temporal.SearchAttributeKeyKeyword, v string) {
+		if got, _ := have.GetKeyword(key); v != "" && got != v {
+			attrs = append(attrs, key.ValueSet(v))
+		}
+	}
+	keyword(AttrParent, r.status.Parent)
+	keyword(AttrChild, childID)
+	if got, ok := have.GetInt64(AttrDepth); !ok || got != int64(pub.Depth) {
+		attrs = append(attrs, AttrDepth.ValueSet(pub.Depth))
+	}
+	if model(r.in) == "" {
+		keyword(AttrModel, pub.Model)
+	}
+	return attrs
 }
 
 // changeTokenAttributes is the workflow.GetVersion change id of the token search attributes.
@@ -362,7 +399,7 @@ func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
 	upsertCtx, _ := workflow.NewDisconnectedContext(ctx)
 	attrs := []temporal.SearchAttributeUpdate{AttrStopReason.ValueSet(string(stop))}
 	// Runs recorded before token usage was a search attribute replay without it.
-	if workflow.GetVersion(upsertCtx, changeTokenAttributes, workflow.DefaultVersion, 1) == 1 {
+	if r.known || workflow.GetVersion(upsertCtx, changeTokenAttributes, workflow.DefaultVersion, 1) == 1 {
 		attrs = append(attrs, AttrInputTokens.ValueSet(out.Usage.InputTokens), AttrOutputTokens.ValueSet(out.Usage.OutputTokens))
 	}
 	if err := r.upsert(upsertCtx, attrs...); err != nil {
@@ -423,8 +460,16 @@ func (r *run) childID(ctx workflow.Context) (string, error) {
 
 func newID(workflow.Context) any { return uuid.NewString() }
 
-// StartAttributes are the search attributes of a run known before anything runs: the
-// workflow upserts them first and a client may set them at start.
+// RootSessionID is the id of the root session a run of ShapeKnownAttributes creates for child
+// childID: a function of the child id alone, so the starter knows it before the run starts.
+func RootSessionID(childID string) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("subflow:root/"+childID)).String()
+}
+
+// StartAttributes are the search attributes of a run known before anything runs, which every
+// starter sets at start. The workflow upserts those its start did not set, first. For
+// ShapeKnownAttributes they include the child (when ChildID is set) and, for a run that
+// creates its root session, the root's id (RootSessionID) and depth 1.
 func StartAttributes(in StartInput) []temporal.SearchAttributeUpdate {
 	var attrs []temporal.SearchAttributeUpdate
 	for _, a := range startAttrs(in) {
@@ -452,6 +497,14 @@ func startAttrs(in StartInput) []startAttr {
 	keyword(AttrBatch, in.Batch)
 	if in.Request.Label != "" {
 		attrs = append(attrs, startAttr{AttrLabel, AttrLabel.ValueSet(in.Request.Label)})
+	}
+	if in.Shape < ShapeKnownAttributes || in.ChildID == "" {
+		return attrs
+	}
+	keyword(AttrChild, in.ChildID)
+	if in.Request.Parent.SessionID == "" && in.Root != nil && !subagent.IsRemote(in.Provider) {
+		keyword(AttrParent, RootSessionID(in.ChildID))
+		attrs = append(attrs, startAttr{AttrDepth, AttrDepth.ValueSet(1)})
 	}
 	return attrs
 }

@@ -54,6 +54,37 @@ type StartInput struct {
 	// it passes, the drive is cancelled as a cancel of the workflow would, the child ends
 	// aborted with its partial answer, and the run completes with that outcome.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Shape is the shape of run its starter asks for: CurrentShape from every starter of
+	// this module (client.Start, batches, nested runs, ExecuteSubagent), which also set the
+	// search attributes StartAttributes returns for it. Zero (a run started by hand or by
+	// an older starter, or recorded before shapes) lets the workflow pick its shape with
+	// workflow.GetVersion, which costs each run a marker and a visibility write per change.
+	Shape int `json:"shape,omitempty"`
+}
+
+// Shapes of StartSubagent, StartInput.Shape. The shape is fixed by the input in the run's
+// first history event, so every worker that replays the run takes the same path.
+const (
+	// ShapeVersioned (zero) picks the shape with workflow.GetVersion.
+	ShapeVersioned = 0
+	// ShapeKnownAttributes is the newest versioned shape (local steps, nested child
+	// workflows, requests by reference, token attributes) without version markers. Its
+	// starters set every search attribute known before the run (StartAttributes: the child,
+	// and for a new root session its id and depth 1), the root session's id is
+	// RootSessionID(ChildID), and the publication upserts only what the start did not
+	// already set: a root run then writes visibility at start and close only.
+	ShapeKnownAttributes = 1
+	// CurrentShape is the shape starters of this version ask for.
+	CurrentShape = ShapeKnownAttributes
+)
+
+// Current returns in with Shape CurrentShape when it has none: what client.Start and
+// ExecuteSubagent run.
+func (in StartInput) Current() StartInput {
+	if in.Shape == ShapeVersioned {
+		in.Shape = CurrentShape
+	}
+	return in
 }
 
 // RootSession is what CreateRootSession needs to create a root parent session.

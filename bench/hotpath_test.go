@@ -45,6 +45,31 @@ func oneActivityWorkflow(ctx workflow.Context) error {
 
 func emptyActivity(context.Context) error { return nil }
 
+// childBatchWorkflow is the engine's floor for a batch: it runs n oneActivityWorkflow child
+// workflows, width at a time, on its own task queue, and returns once all of them closed.
+func childBatchWorkflow(ctx workflow.Context, n, width int) error {
+	running, closed := 0, 0
+	var failed error
+	for range n {
+		if err := workflow.Await(ctx, func() bool { return running < width }); err != nil {
+			return err
+		}
+		running++
+		fut := workflow.ExecuteChildWorkflow(ctx, oneActivityWorkflow)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			if err := fut.Get(ctx, nil); err != nil && failed == nil {
+				failed = err
+			}
+			running--
+			closed++
+		})
+	}
+	if err := workflow.Await(ctx, func() bool { return closed == n }); err != nil {
+		return err
+	}
+	return failed
+}
+
 // ceiling is what the engine gives a workflow shape on this server and machine.
 type ceiling struct {
 	p50, p99   time.Duration
@@ -61,8 +86,12 @@ type ceiling struct {
 //   - run: one scripted spawn run with a new root session (subflow.Start, then the result)
 //     and the same delegation directly on the in-process driver (direct-*); overhead-* is
 //     their difference, overhead-p50-vs-activity its ratio to ceiling-activity's p50.
-//   - batch: a BatchV2 of scripted spawn runs, 50 at a time (runs/s), and its ratio to
-//     ceiling-activity's throughput (vs-activity).
+//   - batch: three throughputs measured one after the other, so that all three see the same
+//     server (its store grows with every run): the one-activity workflow again
+//     (ceiling-activity-wf/s), the engine's floor for a batch — a bare workflow running the
+//     one-activity workflow as child workflows, 50 at a time (ceiling-children-runs/s) — and
+//     a BatchV2 of scripted spawn runs, 50 at a time (runs/s); vs-activity and vs-children
+//     are runs/s over the first two.
 //
 // SUBFLOW_BENCH_SEQUENTIAL and SUBFLOW_BENCH_RUNS change the sizes (200, 1,000).
 // SUBFLOW_BENCH_TEMPORAL_ADDRESS runs it against another server (bench/cli-devserver.sh).
@@ -74,6 +103,7 @@ func BenchmarkHotPath(b *testing.B) {
 	w := worker.New(env.c, ceilingQueue, worker.Options{})
 	w.RegisterWorkflow(emptyWorkflow)
 	w.RegisterWorkflow(oneActivityWorkflow)
+	w.RegisterWorkflow(childBatchWorkflow)
 	w.RegisterActivity(emptyActivity)
 	require.NoError(b, w.Start())
 	defer w.Stop()
@@ -100,30 +130,36 @@ func BenchmarkHotPath(b *testing.B) {
 		}
 	})
 	b.Run("batch", func(b *testing.B) {
-		var elapsed time.Duration
+		var oneActivity, children, batch time.Duration
 		for b.Loop() {
-			elapsed += runBatch(b, subagent.ProviderSpawn, runs)
+			oneActivity += concurrently(runs, benchConcurrency, func() { runCeiling(b, oneActivityWorkflow) })
+			children += runCeiling(b, childBatchWorkflow, runs, benchConcurrency)
+			batch += runBatch(b, subagent.ProviderSpawn, runs)
 		}
-		perSec := float64(runs*b.N) / elapsed.Seconds()
-		b.ReportMetric(perSec, "runs/s")
-		if activity.throughput > 0 {
-			b.ReportMetric(perSec/activity.throughput, "vs-activity")
-		}
+		perSec := func(d time.Duration) float64 { return float64(runs*b.N) / d.Seconds() }
+		b.ReportMetric(perSec(oneActivity), "ceiling-activity-wf/s")
+		b.ReportMetric(perSec(children), "ceiling-children-runs/s")
+		b.ReportMetric(perSec(batch), "runs/s")
+		b.ReportMetric(perSec(batch)/perSec(oneActivity), "vs-activity")
+		b.ReportMetric(perSec(batch)/perSec(children), "vs-children")
 	})
+}
+
+// runCeiling runs workflow fn with args on the ceiling's worker and returns the time from
+// its start to its result.
+func runCeiling(b *testing.B, fn any, args ...any) time.Duration {
+	ctx := context.Background()
+	begin := time.Now()
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: ceilingQueue}, fn, args...)
+	require.NoError(b, err)
+	require.NoError(b, run.Get(ctx, nil))
+	return time.Since(begin)
 }
 
 // measureCeiling runs fn seq times one after the other, then runs times benchConcurrency
 // at a time, and reports p50-ms, p99-ms and wf/s.
 func measureCeiling(b *testing.B, fn any, seq, runs int) ceiling {
-	ctx := context.Background()
-	opts := client.StartWorkflowOptions{TaskQueue: ceilingQueue}
-	one := func() time.Duration {
-		begin := time.Now()
-		run, err := env.c.ExecuteWorkflow(ctx, opts, fn)
-		require.NoError(b, err)
-		require.NoError(b, run.Get(ctx, nil))
-		return time.Since(begin)
-	}
+	one := func() time.Duration { return runCeiling(b, fn) }
 	var c ceiling
 	for b.Loop() {
 		lat := make([]time.Duration, seq)

@@ -106,7 +106,11 @@ func (r *run) runNested(ctx workflow.Context, delegations []Delegation) {
 	futures := make([]workflow.ChildWorkflowFuture, len(delegations))
 	for i, d := range delegations {
 		in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID, Shape: CurrentShape}
-		futures[i] = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in)
+		opts := ChildOptions(in)
+		// A nested child's depth is its caller's plus one: set at start, its publication
+		// has nothing left to upsert.
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(append(StartAttributes(in), AttrDepth.ValueSet(r.published.Depth+1))...)
+		futures[i] = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), WorkflowName, in)
 	}
 	for _, f := range futures {
 		_ = f.Get(ctx, nil)

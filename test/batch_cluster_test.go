@@ -112,7 +112,8 @@ func TestBatchAcrossHosts(t *testing.T) {
 // started by an earlier run, ends aborted.
 func TestBatchLongChildKeepsFlowing(t *testing.T) {
 	dir := t.TempDir()
-	long := script(t, dir, `{"text": "`+slowText+`", "chunks": 20, "delayMs": 120000}`)
+	// A piece a second: the long child has partial output well before the short tasks end.
+	long := script(t, dir, `{"text": "`+slowText+`", "chunks": 120, "delayMs": 120000}`)
 	short := script(t, dir, `{"text": "ok"}`)
 	tasks := []workflows.Task{scriptedTask(subagent.ProviderSpawn, dir, long, "long")}
 	for range 300 {

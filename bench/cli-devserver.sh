@@ -42,13 +42,16 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 # process took one meanwhile (a busy machine), so a failed start is tried again.
 start_server() {
 	port=$(free_port)
-	# The search attributes of workflows.SearchAttributes (devserver registers the same).
+	# The search attributes of workflows.SearchAttributes (devserver registers the same;
+	# TestSearchAttributesDocumented checks this list).
 	"$temporal" server start-dev --headless --ip 127.0.0.1 --port "$port" \
 		--http-port "$(free_port)" --metrics-port "$(free_port)" --log-level error \
 		--search-attribute SubagentProvider=Keyword --search-attribute SubagentModel=Keyword \
 		--search-attribute SubagentParent=Keyword --search-attribute SubagentChild=Keyword \
 		--search-attribute SubagentStopReason=Keyword --search-attribute SubagentBatch=Keyword \
 		--search-attribute SubagentDepth=Int --search-attribute SubagentLabel=Text \
+		--search-attribute SubagentInputTokens=Int --search-attribute SubagentOutputTokens=Int \
+		--search-attribute SubagentRetryOf=Keyword \
 		>"$tmp/server.log" 2>&1 &
 	server_pid=$!
 	for _ in $(seq 1 120); do

@@ -87,21 +87,24 @@ func TestSearchAttributesDocumented(t *testing.T) {
 		t.Errorf("README.md does not hold the registration command\n%s", cmd)
 	}
 
-	script, err := os.ReadFile("../deploy/temporal/setup-temporal.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var listed []string
-	for _, m := range regexp.MustCompile(`(Subagent[A-Za-z]+):([A-Za-z]+)`).FindAllStringSubmatch(string(script), -1) {
-		listed = append(listed, m[1]+":"+m[2])
-	}
 	var want []string
 	for name, typ := range devserver.SearchAttributes {
 		want = append(want, name+":"+typ.String())
 	}
-	slices.Sort(listed)
 	slices.Sort(want)
-	if !slices.Equal(listed, want) {
-		t.Errorf("deploy/temporal/setup-temporal.sh registers %v, want %v", listed, want)
+	// The scripts that register them on servers of their own: NAME:TYPE, NAME=TYPE.
+	for _, path := range []string{"../deploy/temporal/setup-temporal.sh", "../bench/cli-devserver.sh"} {
+		script, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var listed []string
+		for _, m := range regexp.MustCompile(`(Subagent[A-Za-z]+)[:=]([A-Za-z]+)`).FindAllStringSubmatch(string(script), -1) {
+			listed = append(listed, m[1]+":"+m[2])
+		}
+		slices.Sort(listed)
+		if !slices.Equal(listed, want) {
+			t.Errorf("%s registers %v, want %v", path, listed, want)
+		}
 	}
 }

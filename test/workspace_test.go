@@ -23,15 +23,8 @@ import (
 // workflow task and activity on that root's worker, and a cwd that neither serves is
 // rejected before anything starts, by the client and by `starter run` (exit 2).
 func TestWorkspacesAcrossHosts(t *testing.T) {
-	f := newFaultEnv(t, "")
-	rootA, rootB := filepath.Join(t.TempDir(), "ws-a"), filepath.Join(t.TempDir(), "ws-b")
-	cwdA, cwdB := filepath.Join(rootA, "proj"), filepath.Join(rootB, "proj")
-	for _, d := range []string{cwdA, cwdB} {
-		require.NoError(t, os.MkdirAll(d, 0o755))
-	}
-	wA := f.startWorker("--workspace-root", "local:"+rootA)
-	wB := f.startWorker("--workspace-root", "local:"+rootB)
-	waitPollers(t, f, wA, wB)
+	f, h := startTwoHosts(t)
+	rootA, rootB, cwdA, cwdB, wA, wB := h[0].root, h[1].root, h[0].cwd, h[1].cwd, h[0].w, h[1].w
 
 	for _, tc := range []struct {
 		provider, cwd string
@@ -72,15 +65,8 @@ func TestWorkspacesAcrossHosts(t *testing.T) {
 // a batch with a task whose cwd neither serves is rejected before anything starts (exit 2,
 // naming the line and the cwd).
 func TestWorkspacesBatchAcrossHosts(t *testing.T) {
-	f := newFaultEnv(t, "")
-	rootA, rootB := filepath.Join(t.TempDir(), "ws-a"), filepath.Join(t.TempDir(), "ws-b")
-	cwdA, cwdB := filepath.Join(rootA, "proj"), filepath.Join(rootB, "proj")
-	for _, d := range []string{cwdA, cwdB} {
-		require.NoError(t, os.MkdirAll(d, 0o755))
-	}
-	wA := f.startWorker("--workspace-root", "local:"+rootA)
-	wB := f.startWorker("--workspace-root", "local:"+rootB)
-	waitPollers(t, f, wA, wB)
+	f, h := startTwoHosts(t)
+	cwdA, cwdB, wA, wB := h[0].cwd, h[1].cwd, h[0].w, h[1].w
 
 	workers := map[string]*workerProc{cwdA: wA, cwdB: wB}
 	answers := map[string]string{cwdA: script(t, cwdA, `{"text": "ok"}`), cwdB: script(t, cwdB, `{"text": "ok"}`)}
@@ -121,6 +107,28 @@ func TestWorkspacesBatchAcrossHosts(t *testing.T) {
 	require.Equal(t, 2, code, "stderr: %s", stderr)
 	require.Contains(t, stderr, tasksFile+":2: no worker serves the cwd "+nobody)
 	require.NotContains(t, stderr, tasksFile+":1:", "the served task is fine")
+}
+
+// host is one worker process of startTwoHosts, serving root host-locally, and cwd a
+// directory under root.
+type host struct {
+	root, cwd string
+	w         *workerProc
+}
+
+// startTwoHosts starts two worker processes, each serving its own host-local workspace root
+// (ws-a, ws-b) with a project directory under it, and waits until both poll.
+func startTwoHosts(t *testing.T) (*faultEnv, [2]host) {
+	f := newFaultEnv(t, "")
+	var hs [2]host
+	for i, name := range []string{"ws-a", "ws-b"} {
+		root := filepath.Join(t.TempDir(), name)
+		cwd := filepath.Join(root, "proj")
+		require.NoError(t, os.MkdirAll(cwd, 0o755))
+		hs[i] = host{root: root, cwd: cwd, w: f.startWorker("--workspace-root", "local:"+root)}
+	}
+	waitPollers(t, f, hs[0].w, hs[1].w)
+	return f, hs
 }
 
 // requireRanOn checks that every workflow task and activity of run ran on the worker w, and

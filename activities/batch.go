@@ -16,15 +16,9 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// Types of the non-retryable ApplicationErrors of the batch activities.
-const (
-	// TypeBatchFile: a Batch (the first batch workflow) asked a worker to read a tasks file
-	// or write a results file. Workers no longer touch paths of the starter's host: such a
-	// batch fails with this type and `starter batch results` reads its runs' results.
-	TypeBatchFile = "batch-file"
-	// TypeBatchPage: a stored page of a BatchV2 is missing or unreadable.
-	TypeBatchPage = "batch-page"
-)
+// TypeBatchPage is the type of the non-retryable ApplicationError of a stored batch page
+// that is missing or unreadable.
+const TypeBatchPage = "batch-page"
 
 // eventBatchPage is the type of the one event of a stored batch page.
 const eventBatchPage = "batch-page"
@@ -33,38 +27,16 @@ const eventBatchPage = "batch-page"
 // every header needs an absolute cwd.
 const pageCwd = "/"
 
-// registerBatch registers the activities of the Batch and BatchV2 workflows.
+// registerBatch registers the activities of the Batch workflow.
 func registerBatch(r worker.ActivityRegistry, a *Activities) {
 	for name, fn := range map[string]any{
-		workflows.ActivityReadBatchTasks:     a.ReadBatchTasks,
-		workflows.ActivityAppendBatchResults: a.AppendBatchResults,
-		workflows.ActivitySaveBatchPage:      a.SaveBatchPage,
-		workflows.ActivityLoadBatchPage:      a.LoadBatchPage,
-		workflows.ActivityRemoveBatchPages:   a.RemoveBatchPages,
-		workflows.ActivityAwaitChild:         a.AwaitChild,
+		workflows.ActivitySaveBatchPage:    a.SaveBatchPage,
+		workflows.ActivityLoadBatchPage:    a.LoadBatchPage,
+		workflows.ActivityRemoveBatchPages: a.RemoveBatchPages,
+		workflows.ActivityAwaitChild:       a.AwaitChild,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-}
-
-// errNoSharedFiles is the failure of the file activities of the first Batch workflow.
-func errNoSharedFiles(path string) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-		"activities: batch file %s: workers read no tasks file and write no results file of the starter's host; "+
-			"start the batch again with this starter (tasks travel through Temporal) and read results with `starter batch results`",
-		path), TypeBatchFile, nil)
-}
-
-// ReadBatchTasks is kept registered so a Batch started by an older starter fails clearly
-// rather than wait for a worker that serves it: it always fails, non-retryable.
-func (a *Activities) ReadBatchTasks(_ context.Context, in workflows.ReadBatchTasksInput) (workflows.ReadBatchTasksOutput, error) {
-	return workflows.ReadBatchTasksOutput{}, errNoSharedFiles(in.Path)
-}
-
-// AppendBatchResults is kept registered for the same reason as ReadBatchTasks, and always
-// fails, non-retryable: a worker writes nothing at a path of the starter's.
-func (a *Activities) AppendBatchResults(_ context.Context, in workflows.AppendBatchResultsInput) (int64, error) {
-	return 0, errNoSharedFiles(in.Path)
 }
 
 // pageID is the session id of page n of batch: a name-based UUID, so a retried save and

@@ -2,8 +2,6 @@ package activities
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,24 +40,4 @@ func TestBatchPagesRoundTrip(t *testing.T) {
 	assert.Equal(t, TypeBatchPage, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	assert.Equal(t, "activities: page 1 of batch b1 is not in the session store", appErr.Message())
-}
-
-// TestBatchFileActivitiesWriteNothing: the file activities of the first Batch workflow fail
-// non-retryable and leave no file at the starter's path.
-func TestBatchFileActivitiesWriteNothing(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out.jsonl")
-	a := &Activities{}
-	_, err := a.AppendBatchResults(context.Background(), workflows.AppendBatchResultsInput{
-		Path: out, Results: []workflows.BatchResult{{Index: 0, Output: "a"}}})
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, TypeBatchFile, appErr.Type())
-	assert.True(t, appErr.NonRetryable())
-	assert.NoFileExists(t, out)
-	_, err = os.Stat(out)
-	assert.ErrorIs(t, err, os.ErrNotExist)
-
-	_, err = a.ReadBatchTasks(context.Background(), workflows.ReadBatchTasksInput{Path: out, Limit: 1})
-	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, TypeBatchFile, appErr.Type())
 }

@@ -89,7 +89,7 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 	}
 
 	var deferred delegations
-	nested, err := a.subagentTool(ctx, in.Yield, &deferred)
+	nested, err := a.subagentTool(&deferred)
 	if err != nil {
 		return workflows.DriveSummary{}, fmt.Errorf("activities: drive %s: %w", in.ChildID, err)
 	}

@@ -5,26 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	subflow "github.com/subflow-dev/subflow/client"
-	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
 	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
-
-// NestedCancelWait bounds how long a cancelled subagent tool call waits for its nested run to
-// end Canceled and hand over its partial output.
-const NestedCancelWait = 30 * time.Second
 
 // NestedChildID returns the child id of the nested run that the subagent tool call callID of
 // session sessionID starts (subagenttool.NestedChildID); its workflow id is workflows.WorkflowID
@@ -45,27 +35,22 @@ func checkSubagentTool(provider string, maxDepth subagent.MaxDepthSetting) error
 	return nil
 }
 
-// subagentTool returns the subagent tool of the drive running under the activity context
-// actx. With yield (workflows.DriveInput.Yield) its calls are deferred: each is added to
-// the drive's delegations for the workflow to run as a child workflow. Without it each call
-// starts a separate StartSubagent run on this worker's task queue and waits for it there
-// (delegate), as workflows recorded before child workflows expect.
-func (a *Activities) subagentTool(actx context.Context, yield bool, deferred *delegations) (tools.Tool, error) {
+// subagentTool returns the subagent tool of a drive. Its calls are deferred: each is added to
+// the drive's delegations for the workflow to run as a child workflow, and the call stays
+// unanswered until RecordNested stores the child's result.
+func (a *Activities) subagentTool(deferred *delegations) (tools.Tool, error) {
 	return subagenttool.New(subagenttool.Options{
 		DefaultProvider: a.nestedProvider,
 		MaxDepth:        a.nestedMaxDepth,
 		Capabilities:    subagent.ProviderCapabilities,
-		Delegate: func(ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
-			if yield {
-				deferred.add(workflows.Delegation{
-					CallID:   call.CallID,
-					ChildID:  NestedChildID(call.Request.Parent.SessionID, call.CallID),
-					Provider: call.Provider,
-					Request:  call.Request,
-				})
-				return subagent.Result{}, subagenttool.ErrDeferred
-			}
-			return a.delegate(actx, ctx, call)
+		Delegate: func(_ context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
+			deferred.add(workflows.Delegation{
+				CallID:   call.CallID,
+				ChildID:  NestedChildID(call.Request.Parent.SessionID, call.CallID),
+				Provider: call.Provider,
+				Request:  call.Request,
+			})
+			return subagent.Result{}, subagenttool.ErrDeferred
 		},
 	})
 }
@@ -171,69 +156,6 @@ func pendingStep(events []session.Event) (session.StepData, map[string]bool, err
 	return session.StepData{}, nil, errors.New("the log has no step")
 }
 
-// delegate runs one subagent tool call as a nested StartSubagent run whose parent session is
-// the calling child, and waits for its result. The Drive's heartbeat ticker keeps running
-// meanwhile.
-//
-// The run's workflow id is a function of the calling session and the call id, started with
-// conflict policy use-existing and reuse policy reject-duplicate: a call that runs again
-// after its drive moved to another worker (the stored call has no result) attaches to the
-// run it started, running or finished, instead of starting a second one.
-//
-// ctx is the call's context. When the calling turn is aborted (the outer run was cancelled),
-// the nested run is cancelled and its aborted outcome, partial output included, is the
-// result. When the calling agent is only suspended (the worker is stopping), the nested run
-// goes on and the retried drive attaches to it again.
-func (a *Activities) delegate(actx, ctx context.Context, call subagenttool.DelegateCall) (subagent.Result, error) {
-	info := activity.GetInfo(actx)
-	c := a.client(actx)
-	in := workflows.StartInput{Provider: call.Provider, Request: call.Request, ChildID: NestedChildID(call.Request.Parent.SessionID, call.CallID), Shape: workflows.CurrentShape}
-	id := workflows.WorkflowID(in.ChildID)
-	opts := subflow.StartWorkflowOptions(id, info.TaskQueue, in)
-	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
-	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-	// SDK v1.50 keeps workflow links internal (Nexus only): the parent link is a line of the
-	// details, which the Web UI renders as Markdown.
-	opts.StaticDetails = delegatedBy(info) + opts.StaticDetails
-	log := a.logger(actx, call.Request.Parent.SessionID).With(zap.String("nestedWorkflowId", id), zap.String("callId", call.CallID))
-
-	run, err := c.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
-	if err != nil {
-		return subagent.Result{}, fmt.Errorf("subagent: start nested run %s: %w", id, err)
-	}
-	log.Info("nested run started or attached", zap.String("runId", run.GetRunID()))
-	var out workflows.Outcome
-	err = run.Get(ctx, &out)
-	if err != nil && ctx.Err() != nil {
-		if errors.Is(context.Cause(ctx), agent.ErrSuspended) {
-			log.Info("caller suspended: the nested run goes on for the retried drive")
-			return subagent.Result{}, ctx.Err()
-		}
-		log.Info("caller aborted: cancelling the nested run")
-		return a.cancelNested(c, run)
-	}
-	return a.nestedResult(ctx, id, out, err)
-}
-
-// cancelNested cancels a nested run and returns its aborted outcome's result.
-func (a *Activities) cancelNested(c client.Client, run client.WorkflowRun) (subagent.Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), NestedCancelWait)
-	defer cancel()
-	aborted := subagent.Result{StopReason: subagent.StopAborted}
-	if err := c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()); err != nil {
-		a.log.Warn("cancel nested run", zap.String("nestedWorkflowId", run.GetID()), zap.Error(err))
-		return aborted, nil
-	}
-	var out workflows.Outcome
-	gerr := run.Get(ctx, &out)
-	res, err := a.nestedResult(ctx, run.GetID(), out, gerr)
-	if err != nil {
-		a.log.Warn("wait for cancelled nested run", zap.String("nestedWorkflowId", run.GetID()), zap.Error(err))
-		return aborted, nil
-	}
-	return res, nil
-}
-
 // nestedResult maps how a nested run ended to the subagent tool's result: its outcome, the
 // outcome of a Canceled run (its details), or the rejection with its exact message. A result
 // stored by reference is read from the session store.
@@ -253,12 +175,4 @@ func (a *Activities) nestedResult(ctx context.Context, workflowID string, out wo
 		return subagent.Result{StopReason: subagent.StopAborted}, nil
 	}
 	return subagent.Result{}, fmt.Errorf("subagent: nested run %s: %w", workflowID, err)
-}
-
-// delegatedBy is the details line naming the workflow whose child delegated, as a link into
-// the Web UI.
-func delegatedBy(info activity.Info) string {
-	wf := info.WorkflowExecution
-	return fmt.Sprintf("**delegated by**: [%s](/namespaces/%s/workflows/%s/%s/history)  \n",
-		wf.ID, info.WorkflowNamespace, wf.ID, wf.RunID)
 }

@@ -23,7 +23,7 @@ import (
 const batch10kRuns = 10_000
 
 // BenchmarkBatch10k runs a 10,000-task batch as users run it: `starter batch` (its own
-// process) hands the tasks to a BatchV2 on the embedded server and follows it to its end,
+// process) hands the tasks to a Batch on the embedded server and follows it to its end,
 // and the worker program (its own process) runs them. It reports runs/s from the starter's
 // start to its exit, the batch's history bytes per continue-as-new run (mean and largest),
 // and the peak RSS of the worker and of the starter (VmRSS sampled every 100 ms):

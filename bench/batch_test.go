@@ -152,14 +152,14 @@ func runBatch(b *testing.B, provider string, n int) time.Duration {
 	return elapsed
 }
 
-// startPagedBatch starts a BatchV2 of tasks as `starter batch` does: the first tasks inline,
+// startPagedBatch starts a Batch of tasks as `starter batch` does: the first tasks inline,
 // the others in pages by Update. continueAsNewAfter 0 keeps the default.
 func startPagedBatch(ctx context.Context, b *testing.B, id, queue string, tasks []workflows.Task, continueAsNewAfter int) client.WorkflowRun {
 	inline, paged := subflow.SplitInline(tasks)
-	in := workflows.BatchV2Input{BatchID: id, Tasks: inline, Total: len(tasks), Concurrency: benchConcurrency,
+	in := workflows.BatchInput{BatchID: id, Tasks: inline, Total: len(tasks), Concurrency: benchConcurrency,
 		TaskQueue: queue, ContinueAsNewAfter: continueAsNewAfter}
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
-		workflows.BatchV2WorkflowName, in)
+		workflows.BatchWorkflowName, in)
 	require.NoError(b, err)
 	require.NoError(b, subflow.SendTaskPages(ctx, env.c, id, len(inline), paged))
 	return run

@@ -90,7 +90,7 @@ type ceiling struct {
 //     server (its store grows with every run): the one-activity workflow again
 //     (ceiling-activity-wf/s), the engine's floor for a batch — a bare workflow running the
 //     one-activity workflow as child workflows, 50 at a time (ceiling-children-runs/s) — and
-//     a BatchV2 of scripted spawn runs, 50 at a time (runs/s); vs-activity and vs-children
+//     a Batch of scripted spawn runs, 50 at a time (runs/s); vs-activity and vs-children
 //     are runs/s over the first two.
 //
 // SUBFLOW_BENCH_SEQUENTIAL and SUBFLOW_BENCH_RUNS change the sizes (200, 1,000).

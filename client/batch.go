@@ -70,7 +70,7 @@ func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedCh
 			p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]
 			var n int
 			if p == nil || dc.FromPayload(p, &n) != nil {
-				continue // not started by a BatchV2
+				continue // not started by a Batch
 			}
 			ch := listedChild{index: n, execution: info.GetExecution(), start: info.GetStartTime().AsTime().UnixMilli(), taskQueue: info.GetTaskQueue()}
 			if info.GetCloseTime() != nil && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
@@ -196,7 +196,7 @@ const (
 	pageMaxBytes   = 1 << 20
 )
 
-// SplitInline returns the tasks that travel inline in a BatchV2Input (up to InlineMaxTasks
+// SplitInline returns the tasks that travel inline in a BatchInput (up to InlineMaxTasks
 // and 512 KiB) and the rest, for SendTaskPages.
 func SplitInline(tasks []workflows.Task) (inline, paged []workflows.Task) {
 	n, size := 0, 0

@@ -56,7 +56,7 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 // publication returns an error wrapping a *temporal.CanceledError. Other failures are
 // wrapped with the workflow id.
 func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.Published, tclient.WorkflowRun, error) {
-	in := opts.Input.Current()
+	in := opts.Input
 	if in.ChildID == "" {
 		in.ChildID = uuid.NewString()
 	}

@@ -56,7 +56,7 @@ func (f *batchFlags) register(fs *flag.FlagSet) {
 // batchPlan is a batch ready to start: its input with the inline tasks, the tasks that go
 // by Update, where its results go, and where its tasks come from, for errors.
 type batchPlan struct {
-	in      workflows.BatchV2Input
+	in      workflows.BatchInput
 	paged   []workflows.Task
 	outFile string
 	// source is the tasks file, or the batch a retry reads; where names task i of the
@@ -68,7 +68,7 @@ type batchPlan struct {
 // runBatch runs `starter batch FILE.jsonl` (every line one task object; see
 // workflows.ParseTaskLine) and the batch subcommands (`starter batch status|results|pause|
 // resume|resize|cancel|retry ID`). It validates the whole file first (exit 2 with the file
-// and line of the first bad task), starts the BatchV2 workflow, hands it every task, shows its
+// and line of the first bad task), starts the Batch workflow, hands it every task, shows its
 // progress, writes the results file and prints a summary per stop reason with the p50/p99
 // duration; it exits 0 only when every task completed, 1 otherwise. With --detach it returns
 // once the batch holds every task. An interrupt asks whether to cancel the batch or detach
@@ -129,7 +129,7 @@ func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags,
 		opts.StaticSummary += ", retry of " + p.in.RetryOf
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(workflows.AttrRetryOf.ValueSet(p.in.RetryOf))
 	}
-	wr, err := c.ExecuteWorkflow(ctx, opts, workflows.BatchV2WorkflowName, p.in)
+	wr, err := c.ExecuteWorkflow(ctx, opts, workflows.BatchWorkflowName, p.in)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch: start %s: %v\n", p.in.BatchID, err)
 		return exitError
@@ -194,7 +194,7 @@ func (f *batchFlags) plan(path string) (batchPlan, error) {
 	if err != nil {
 		return batchPlan{}, usagef("starter batch: working directory: %v", err)
 	}
-	in := workflows.BatchV2Input{
+	in := workflows.BatchInput{
 		BatchID:            f.id,
 		Concurrency:        f.concurrency,
 		ContinueAsNewAfter: f.continueAsNewAfter,

@@ -234,7 +234,7 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "starter batch retry: every task of %s completed\n", id)
 		return exitCompleted
 	}
-	p := batchPlan{in: workflows.BatchV2Input{
+	p := batchPlan{in: workflows.BatchInput{
 		BatchID: f.id, Concurrency: f.concurrency, ContinueAsNewAfter: f.continueAsNewAfter,
 		TaskQueue: f.taskQueue, RetryOf: id, Total: len(tasks),
 	}, outFile: f.out, source: "retry of " + id, where: func(i int) string { return "retry of " + retried[i] }}

@@ -46,7 +46,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "starter status: %s: %v\n", id, err)
 		return exitError
 	}
-	if name := desc.GetWorkflowExecutionInfo().GetType().GetName(); name == workflows.BatchWorkflowName || name == workflows.BatchV2WorkflowName {
+	if desc.GetWorkflowExecutionInfo().GetType().GetName() == workflows.BatchWorkflowName {
 		return batchStatus(ctx, c, id, statusName(desc.GetWorkflowExecutionInfo().GetStatus()), stdout, stderr, *asJSON)
 	}
 	st, err := subflow.Describe(ctx, c, id, "")

@@ -21,8 +21,8 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// startBatch starts a BatchV2 workflow with a fresh id on the shared worker.
-func startBatch(t testing.TB, in workflows.BatchV2Input) client.WorkflowRun {
+// startBatch starts a Batch workflow with a fresh id on the shared worker.
+func startBatch(t testing.TB, in workflows.BatchInput) client.WorkflowRun {
 	t.Helper()
 	if in.BatchID == "" {
 		in.BatchID = "batch-" + uuid.NewString()
@@ -33,7 +33,7 @@ func startBatch(t testing.TB, in workflows.BatchV2Input) client.WorkflowRun {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.BatchID, TaskQueue: env.taskQueue},
-		workflows.BatchV2WorkflowName, in)
+		workflows.BatchWorkflowName, in)
 	require.NoError(t, err)
 	return run
 }
@@ -109,7 +109,7 @@ func TestBatchMixedProviders(t *testing.T) {
 		want[i] = answer
 	}
 	batchID := "batch-" + uuid.NewString()
-	brun := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 8})
+	brun := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 8})
 
 	// Progress while it runs: every task is queued, running or done, never more than 8 run.
 	done := make(chan error, 1)
@@ -174,7 +174,7 @@ func TestBatchContinueAsNew(t *testing.T) {
 		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
 	}
 	batchID := "batch-" + uuid.NewString()
-	run := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 4, ContinueAsNewAfter: 10})
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 4, ContinueAsNewAfter: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	var sum workflows.BatchSummary
@@ -203,7 +203,7 @@ func TestBatchCancel(t *testing.T) {
 	for i := range tasks { // known workflow ids, so the test can watch each child
 		tasks[i].ID = fmt.Sprintf("%s-task-%d", batchID, i)
 	}
-	run := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 3})
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 3})
 
 	// Cancel once three children have streamed text, so there is partial output to keep.
 	require.Eventually(t, func() bool {

@@ -38,7 +38,7 @@ func TestStarterStatusOfABatch(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	batchID := "batch-" + uuid.NewString()
-	run := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Concurrency: 2,
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Concurrency: 2,
 		Tasks: []workflows.Task{
 			scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "one"}`), "one"),
 			scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "two"}`), "two"),

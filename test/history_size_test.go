@@ -57,7 +57,7 @@ func TestHistoryBounded(t *testing.T) {
 	assert.Less(t, diff, int64(len(answer)), "history sizes differ by less than the final output (%d bytes)", len(answer))
 }
 
-// TestRecordBatchHistory runs a two-task BatchV2 to completion and records its history for
+// TestRecordBatchHistory runs a two-task Batch to completion and records its history for
 // the replay test (batch-completed.json is the first Batch workflow's, kept for replay).
 func TestRecordBatchHistory(t *testing.T) {
 	t.Parallel()
@@ -67,7 +67,7 @@ func TestRecordBatchHistory(t *testing.T) {
 		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "second"}`), "two"),
 	}
 	batchID := "batch-" + uuid.NewString()
-	run := startBatch(t, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Concurrency: 2})
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 2})
 	var sum workflows.BatchSummary
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()

@@ -49,7 +49,7 @@ func TestPostgresRestartMidBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	run, err := f.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: f.taskQueue},
-		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: 6, TaskQueue: f.taskQueue})
+		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: 6, TaskQueue: f.taskQueue})
 	require.NoError(t, err)
 
 	// Mid-batch: some children have written files (their drives are appending), none is done.

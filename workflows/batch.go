@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
-	"path/filepath"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,111 +17,119 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Bounds of what one Batch run keeps in its history.
+// maxStartErrors bounds the unstartable tasks a batch keeps for `starter batch results`.
+const maxStartErrors = 1000
+
+// A run continues as new when its history passes these, whatever ContinueAsNewAfter says
+// (large outputs make large child results), or when the server suggests it.
 const (
-	// batchPageSize is how many tasks one ReadBatchTasks call returns.
-	batchPageSize = 200
-	// flushMaxResults and flushMaxBytes bound one AppendBatchResults call.
-	flushMaxResults = 200
-	flushMaxBytes   = 512 << 10
-	// A run continues as new when its history passes these, whatever ContinueAsNewAfter
-	// says (large outputs make large child results), or when the server suggests it.
 	maxRunEvents = 20_000
 	maxRunBytes  = 20 << 20
 )
 
-// RuleInvalidBatch rejects a BatchInput that cannot run (a relative path).
-const RuleInvalidBatch = "invalid-batch"
+// AwaitChildTimeout bounds how long AwaitChild waits for one child that outlived the run
+// that started it: a child may run for hours.
+const AwaitChildTimeout = 30 * 24 * time.Hour
 
 // Batch runs one StartSubagent child workflow per task, at most Concurrency at once (SPEC
-// R-81). Every child carries the batch id as its SubagentBatch search attribute and, unless
-// the task names one, the workflow id subagent-<childId>, its child id derived from the
-// batch id and the task's number (so a replayed or continued batch starts the same ids).
+// R-81), with nothing shared between the starter's host and the workers' but Temporal:
 //
-// Results stay out of the batch's state: each finished task's BatchResult goes to OutFile
-// through AppendBatchResults, in order of completion, while the batch keeps counts, a
-// stop-reason histogram and a duration histogram (BatchSummary, also the answer to
-// QueryProgress).
+//   - Tasks come inline in the input and, for a large batch, in pages the starter hands over
+//     with UpdateAddTasks. The update stores its page in the session store (SaveBatchPage),
+//     where every worker reads it back when the batch reaches it (LoadBatchPage); the batch's
+//     state keeps only the page numbers. The pages are removed when the batch ends.
+//   - Results stay in Temporal: each child carries the batch id as its SubagentBatch search
+//     attribute and its task number in its memo (MemoBatchIndex), so any machine reaching
+//     the frontend lists a batch's runs and reads their results. The batch itself keeps
+//     counts, a stop-reason histogram, token totals and a duration histogram (BatchSummary,
+//     the answer to QueryProgress and to every update).
+//   - Children are started with ParentClosePolicy ABANDON, so a run continues as new after
+//     ContinueAsNewAfter starts without waiting for them: it hands the running children to
+//     the next run by workflow id (BatchState.Running), and that run awaits each with the
+//     AwaitChild activity, which long-polls the child's result through the client. A child
+//     that runs for hours thus holds one concurrency slot and never stalls the others.
+//   - Live control: UpdatePause, UpdateResume, UpdateResize and UpdateCancel, each answered
+//     with the new summary.
 //
-// After starting ContinueAsNewAfter children a run stops starting more, waits for its running
-// children, writes their results and continues as new with the cursor and the counters. It
-// waits rather than hand the children over because a child's ParentClosePolicy applies when
-// its parent run closes, continue-as-new included, and a new run could not wait on the old
-// run's children anyway; the cost is a short dip in concurrency every ContinueAsNewAfter
-// tasks.
-//
-// Cancelling the batch starts nothing more and cancels every running child; each ends
-// aborted with its partial output (SPEC R-72), and its result is written like any other. The
-// batch then ends Canceled with its BatchSummary as details. A batch that cannot read its
-// tasks or write its results fails, after its running children ended and their results were
-// written where possible.
+// Cancelling the workflow, or UpdateCancel, starts nothing more and cancels every running
+// child; each ends aborted with its partial output (SPEC R-72) and is counted. A cancelled
+// workflow ends Canceled with its BatchSummary as details; a batch cancelled by update
+// completes with Cancelled set.
 func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
-	b, err := newBatch(ctx, in)
-	if err != nil {
+	b := newBatch(ctx, in)
+	if err := b.registerHandlers(ctx); err != nil {
 		return BatchSummary{}, err
 	}
-	err = workflow.SetQueryHandlerWithOptions(ctx, QueryProgress,
-		func() (BatchSummary, error) { return b.progress(), nil },
-		workflow.QueryHandlerOptions{Description: "queued, running and done tasks, stop reasons, durations"})
-	if err != nil {
-		return BatchSummary{}, err
-	}
-	// The writer and the drain go on after a cancel: the aborted results must be written.
+	// Awaiting children and aborting them go on after a cancel.
 	bg, _ := workflow.NewDisconnectedContext(ctx)
-	workflow.Go(bg, b.writeResults)
+	for _, rt := range b.inherited {
+		b.awaitInherited(bg, rt)
+	}
 
 	b.startTasks(ctx)
 
-	_ = workflow.Await(bg, func() bool { return b.running == 0 })
-	_ = workflow.Await(bg, func() bool { return b.writeErr != nil || (len(b.pending) == 0 && !b.writing) })
+	if !b.cancelled && ctx.Err() == nil && !b.exhausted {
+		// Continue as new once every started child has its workflow and no update is half
+		// done; the running children go on and the next run awaits them.
+		_ = workflow.Await(bg, func() bool { return b.starting == 0 && !b.saving && workflow.AllHandlersFinished(bg) })
+		if ctx.Err() == nil && !b.cancelled {
+			return b.progress(), workflow.NewContinueAsNewError(ctx, BatchWorkflowName, b.next())
+		}
+	}
+	if err := workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled }); err != nil || b.cancelled {
+		b.cancelAll(bg)
+		_ = workflow.Await(bg, func() bool { return b.running == 0 })
+	}
+	_ = workflow.Await(bg, func() bool { return !b.saving && workflow.AllHandlersFinished(bg) })
+	if len(b.pages) > 0 {
+		actx := workflow.WithActivityOptions(bg, shortOptions(fmt.Sprintf("remove pages of batch %s", b.id)))
+		// Best effort: a page left behind is garbage, not a wrong result.
+		_ = workflow.ExecuteActivity(actx, ActivityRemoveBatchPages, BatchPageInput{BatchID: b.id, Page: len(b.pages)}).Get(bg, nil)
+	}
 	sum := b.progress()
-	switch {
-	case b.writeErr != nil:
-		return sum, fmt.Errorf("batch %s: write results to %s: %w", b.id, b.in.OutFile, b.writeErr)
-	case b.readErr != nil:
-		return sum, fmt.Errorf("batch %s: read tasks from %s: %w", b.id, b.in.TasksFile, b.readErr)
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return sum, temporal.NewCanceledError(sum)
-	case !b.exhausted:
-		return sum, workflow.NewContinueAsNewError(ctx, BatchWorkflowName, b.next())
 	}
 	return sum, nil
 }
 
 // batch is the state of one Batch run.
 type batch struct {
-	in          BatchInput
-	id          string
-	concurrency int
-	threshold   int
+	in        BatchInput
+	id        string
+	threshold int
 
-	// page holds the tasks not yet started, the first one numbered cursor.
+	concurrency int
+	paused      bool
+	cancelled   bool
+
+	// page holds tasks not yet started, the first one numbered cursor.
 	page       []Task
 	cursor     int
-	fileOffset int64
-	fileLine   int
-	fileDone   bool
+	pages      []PageRef
+	stored     int
+	saving     bool
 	exhausted  bool
-	readErr    error
-	startedNow int // children started by this run
+	startedNow int
 
-	running int
-	sum     BatchSummary
+	running  int
+	starting int
+	// children are the running children by task number; cancel is nil for a child
+	// inherited from an earlier run (it is cancelled by workflow id).
+	children  map[int]*batchChild
+	inherited []RunningTask
 
-	pending   []BatchResult
-	writing   bool
-	outOffset int64
-	writeErr  error
+	sum BatchSummary
 }
 
-func newBatch(ctx workflow.Context, in BatchInput) (*batch, error) {
-	for _, p := range []string{in.TasksFile, in.OutFile} {
-		if p != "" && !filepath.IsAbs(p) {
-			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("batch: files must be absolute paths: %q", p), RuleInvalidBatch, nil)
-		}
-	}
-	b := &batch{in: in, id: in.BatchID, concurrency: in.Concurrency, threshold: in.ContinueAsNewAfter}
+type batchChild struct {
+	rt     RunningTask
+	cancel workflow.CancelFunc
+}
+
+func newBatch(ctx workflow.Context, in BatchInput) *batch {
+	b := &batch{in: in, id: in.BatchID, concurrency: in.Concurrency, threshold: in.ContinueAsNewAfter,
+		children: map[int]*batchChild{}}
 	if b.id == "" {
 		b.id = workflow.GetInfo(ctx).WorkflowExecution.ID
 	}
@@ -130,74 +140,164 @@ func newBatch(ctx workflow.Context, in BatchInput) (*batch, error) {
 		b.threshold = DefaultContinueAsNewAfter
 	}
 	b.page = in.Tasks
-	b.fileDone = in.TasksFile == ""
 	if st := in.State; st != nil {
-		b.cursor, b.fileOffset, b.fileLine = st.Next, st.FileOffset, st.FileLine
-		b.fileDone = b.fileDone || st.FileDone
-		b.outOffset = st.OutOffset
-		b.sum = st.Summary
-	} else {
-		b.sum.Total = in.Total
-		if b.sum.Total == 0 && in.TasksFile == "" {
-			b.sum.Total = len(in.Tasks)
+		b.cursor, b.pages, b.stored = st.Next, st.Pages, st.Stored
+		b.inherited = st.Running
+		b.paused, b.sum = st.Paused, st.Summary
+		if st.Concurrency > 0 {
+			b.concurrency = st.Concurrency
 		}
+	} else {
+		b.stored = len(in.Tasks)
+		b.sum.Total = max(in.Total, len(in.Tasks))
 	}
-	b.sum.BatchID, b.sum.OutFile = b.id, in.OutFile
+	b.sum.BatchID = b.id
 	b.sum.Runs++
 	if b.sum.ByStopReason == nil {
 		b.sum.ByStopReason = make(map[subagent.StopReason]int)
 	}
-	return b, nil
+	return b
 }
 
-// startTasks starts children until the tasks run out, the run should continue as new, the
-// batch is cancelled, or tasks or results cannot be read or written.
+func (b *batch) registerHandlers(ctx workflow.Context) error {
+	err := workflow.SetQueryHandlerWithOptions(ctx, QueryProgress,
+		func() (BatchSummary, error) { return b.progress(), nil },
+		workflow.QueryHandlerOptions{Description: "queued, running and done tasks, stop reasons, tokens, durations"})
+	if err != nil {
+		return err
+	}
+	handlers := []struct {
+		name, desc string
+		handler    any
+		validator  any
+	}{
+		{UpdateAddTasks, "store the next page of tasks", b.addTasks, b.validatePage},
+		{UpdatePause, "start no more children", func(workflow.Context) (BatchSummary, error) {
+			b.paused = true
+			return b.progress(), nil
+		}, nil},
+		{UpdateResume, "start children again", func(workflow.Context) (BatchSummary, error) {
+			b.paused = false
+			return b.progress(), nil
+		}, nil},
+		{UpdateResize, "set the concurrency", func(_ workflow.Context, n int) (BatchSummary, error) {
+			b.concurrency = n
+			return b.progress(), nil
+		}, func(_ workflow.Context, n int) error {
+			if n < 1 {
+				return fmt.Errorf("batch %s: concurrency must be at least 1: %d", b.id, n)
+			}
+			return nil
+		}},
+		{UpdateCancel, "cancel the batch and its running children", func(workflow.Context) (BatchSummary, error) {
+			b.cancelled = true
+			return b.progress(), nil
+		}, nil},
+	}
+	for _, h := range handlers {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.handler,
+			workflow.UpdateHandlerOptions{Validator: h.validator, Description: h.desc}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validatePage rejects a page that cannot belong to the batch, before it enters history.
+func (b *batch) validatePage(_ workflow.Context, p TaskPage) error {
+	switch {
+	case p.Page < 0 || len(p.Tasks) == 0 || len(p.Tasks) > MaxPageTasks:
+		return fmt.Errorf("batch %s: page %d must hold 1 to %d tasks: %d", b.id, p.Page, MaxPageTasks, len(p.Tasks))
+	case p.First < 0 || p.First+len(p.Tasks) > b.sum.Total:
+		return fmt.Errorf("batch %s: page %d (tasks %d…%d) lies beyond the batch's %d tasks",
+			b.id, p.Page, p.First, p.First+len(p.Tasks)-1, b.sum.Total)
+	case b.cancelled:
+		return fmt.Errorf("batch %s: cancelled", b.id)
+	}
+	return nil
+}
+
+// addTasks stores page p. Pages are taken in order, one at a time; a page stored already
+// is acknowledged again.
+func (b *batch) addTasks(ctx workflow.Context, p TaskPage) (BatchSummary, error) {
+	if err := workflow.Await(ctx, func() bool { return !b.saving }); err != nil {
+		return b.progress(), err
+	}
+	if p.Page < len(b.pages) {
+		return b.progress(), nil
+	}
+	if p.Page != len(b.pages) || p.First != b.stored {
+		return b.progress(), fmt.Errorf("batch %s: page %d starting at task %d is out of order: want page %d at task %d",
+			b.id, p.Page, p.First, len(b.pages), b.stored)
+	}
+	b.saving = true
+	defer func() { b.saving = false }()
+	actx := workflow.WithActivityOptions(ctx, shortOptions(fmt.Sprintf("store page %d of batch %s", p.Page, b.id)))
+	err := workflow.ExecuteActivity(actx, ActivitySaveBatchPage, BatchPageInput{BatchID: b.id, Page: p.Page, Tasks: p.Tasks}).Get(ctx, nil)
+	if err != nil {
+		return b.progress(), err
+	}
+	b.pages = append(b.pages, PageRef{Page: p.Page, First: p.First, Count: len(p.Tasks)})
+	b.stored += len(p.Tasks)
+	return b.progress(), nil
+}
+
+// startTasks starts children until every task started, the run should continue as new, or
+// the batch is cancelled.
 func (b *batch) startTasks(ctx workflow.Context) {
 	for {
-		if ok := b.fill(ctx); !ok {
+		if b.cancelled || ctx.Err() != nil {
 			return
 		}
-		if len(b.page) == 0 {
+		if b.cursor >= b.sum.Total {
 			b.exhausted = true
 			return
 		}
 		if b.startedNow >= b.threshold || b.historyFull(ctx) {
 			return
 		}
-		err := workflow.Await(ctx, func() bool { return b.running < b.concurrency || b.writeErr != nil })
-		if err != nil || b.writeErr != nil {
+		err := workflow.Await(ctx, func() bool {
+			return b.cancelled || (!b.paused && b.running < b.concurrency && (len(b.page) > 0 || b.stored > b.cursor))
+		})
+		if err != nil || b.cancelled {
 			return
+		}
+		if len(b.page) == 0 {
+			if err := b.load(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				// The page is lost (its store is gone): its tasks cannot start.
+				b.failTask(ctx, BatchResult{Index: b.cursor, Error: err.Error()})
+				b.cursor++
+				continue
+			}
 		}
 		t, n := b.page[0], b.cursor
 		b.page, b.cursor = b.page[1:], b.cursor+1
-		b.running++
 		b.startedNow++
-		workflow.Go(ctx, func(ctx workflow.Context) { b.runTask(ctx, n, t) })
+		b.startChild(ctx, n, t)
 	}
 }
 
-// fill reads the next page of the tasks file when the page is empty and the file has more.
-// It reports false when the batch must stop: cancelled, or the file unreadable.
-func (b *batch) fill(ctx workflow.Context) bool {
-	if len(b.page) > 0 || b.fileDone {
-		return true
-	}
-	actx := workflow.WithActivityOptions(ctx, shortOptions(fmt.Sprintf("read tasks %d… of batch %s", b.cursor, b.id)))
-	var out ReadBatchTasksOutput
-	err := workflow.ExecuteActivity(actx, ActivityReadBatchTasks, ReadBatchTasksInput{
-		Path: b.in.TasksFile, Offset: b.fileOffset, Line: b.fileLine, Limit: batchPageSize,
-	}).Get(ctx, &out)
-	if err != nil {
-		if ctx.Err() == nil {
-			b.readErr = err
+// load reads the stored page holding task cursor into page.
+func (b *batch) load(ctx workflow.Context) error {
+	for _, ref := range b.pages {
+		if b.cursor < ref.First || b.cursor >= ref.First+ref.Count {
+			continue
 		}
-		return false
+		actx := workflow.WithActivityOptions(ctx, shortOptions(fmt.Sprintf("load page %d of batch %s", ref.Page, b.id)))
+		var tasks []Task
+		if err := workflow.ExecuteActivity(actx, ActivityLoadBatchPage, BatchPageInput{BatchID: b.id, Page: ref.Page}).Get(ctx, &tasks); err != nil {
+			return fmt.Errorf("batch %s: load page %d: %w", b.id, ref.Page, err)
+		}
+		if off := b.cursor - ref.First; off < len(tasks) {
+			b.page = tasks[off:]
+			return nil
+		}
+		return fmt.Errorf("batch %s: page %d holds %d tasks, want %d", b.id, ref.Page, len(tasks), ref.Count)
 	}
-	if b.fileOffset == 0 && b.sum.Total == 0 {
-		b.sum.Total = b.cursor + out.Total
-	}
-	b.page, b.fileOffset, b.fileLine, b.fileDone = out.Tasks, out.Offset, out.Line, out.Done
-	return true
+	return fmt.Errorf("batch %s: no stored page holds task %d", b.id, b.cursor)
 }
 
 // historyFull reports whether this run's history is large enough to continue as new early.
@@ -207,111 +307,125 @@ func (b *batch) historyFull(ctx workflow.Context) bool {
 		info.GetCurrentHistoryLength() > maxRunEvents || info.GetCurrentHistorySize() > maxRunBytes
 }
 
-// runTask runs task n as a child workflow and records its result.
-func (b *batch) runTask(ctx workflow.Context, n int, t Task) {
+// startChild starts task n as a child workflow that outlives this run, and counts it when
+// it ends.
+func (b *batch) startChild(ctx workflow.Context, n int, t Task) {
 	begin := workflow.Now(ctx)
-	res := BatchResult{Index: n, Label: t.Label}
 	in, err := t.StartInput(b.id, b.in.Defaults)
 	if err != nil {
-		res.Error = err.Error()
-		b.record(ctx, res, begin)
+		b.failTask(ctx, BatchResult{Index: n, Label: t.Label, Error: err.Error()})
 		return
 	}
 	in.ChildID = batchChildID(b.id, n)
-	res.WorkflowID, res.ChildID = t.ID, in.ChildID
-	if res.WorkflowID == "" {
-		res.WorkflowID = WorkflowID(in.ChildID)
+	rt := RunningTask{Index: n, Label: t.Label, WorkflowID: t.ID, ChildID: in.ChildID, Started: begin}
+	if rt.WorkflowID == "" {
+		rt.WorkflowID = WorkflowID(in.ChildID)
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            res.WorkflowID,
-		TaskQueue:             b.in.TaskQueue,
+	cctx, cancel := workflow.WithCancel(ctx)
+	// A task the starter routed to its workspace's host queue (Task.TaskQueue) starts there;
+	// any other starts exactly as before routing existed, so recorded histories replay.
+	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            rt.WorkflowID,
+		TaskQueue:             cmp.Or(t.TaskQueue, b.in.TaskQueue),
 		StaticSummary:         Summary(in),
 		StaticDetails:         Details(in),
 		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),
-		// A terminated or timed-out batch still aborts its children rather than kill them.
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-		// A cancelled batch waits for each child's abort, to keep its partial result.
+		Memo:                  map[string]any{MemoBatchIndex: n},
+		// The child outlives this run when the batch continues as new; the next run awaits
+		// it by id. A cancelled batch cancels its children itself.
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WaitForCancellation: true,
 	})
+	b.running++
+	b.starting++
+	b.children[n] = &batchChild{rt: rt, cancel: cancel}
 	fut := workflow.ExecuteChildWorkflow(cctx, WorkflowName, in)
-	var out Outcome
 	wait, _ := workflow.NewDisconnectedContext(ctx)
-	err = fut.Get(wait, &out)
+	workflow.Go(wait, func(wait workflow.Context) {
+		_ = fut.GetChildWorkflowExecution().Get(wait, nil)
+		b.starting--
+		var out Outcome
+		err := fut.Get(wait, &out)
+		b.finish(wait, rt, ChildOutcome(out, err))
+	})
+}
+
+// ChildOutcome is the ChildResult of a child whose workflow returned out and err.
+func ChildOutcome(out Outcome, err error) ChildResult {
 	switch {
 	case err == nil:
+		return ChildResult{Outcome: out}
 	case temporal.IsCanceledError(err):
-		out = canceledOutcome(err, Outcome{ChildID: in.ChildID, Result: subagent.Result{StopReason: subagent.StopAborted}})
+		out = canceledOutcome(err, Outcome{Result: subagent.Result{StopReason: subagent.StopAborted}})
 		if out.Result.StopReason == "" {
 			out.Result.StopReason = subagent.StopAborted
 		}
-	default:
-		res.Error = err.Error()
-		if ve := Rejection(err); ve != nil {
-			res.Error = ve.Message
-		}
+		return ChildResult{Outcome: out}
 	}
-	if res.Error == "" {
-		res.Depth = out.Depth
-		res.StopReason = out.Result.StopReason
-		res.Output = session.JoinText(out.Result.Output)
-		res.Structured = out.Result.Structured
-		res.ResultRef = out.ResultRef
+	if ve := Rejection(err); ve != nil {
+		return ChildResult{Error: ve.Message}
 	}
-	b.record(ctx, res, begin)
+	return ChildResult{Error: err.Error()}
 }
 
-// record counts a finished task and queues its result for writing.
-func (b *batch) record(ctx workflow.Context, res BatchResult, begin time.Time) {
-	took := workflow.Now(ctx).Sub(begin)
-	res.DurationMs = max(took.Milliseconds(), 0)
+// awaitInherited awaits a child an earlier run started, with AwaitChild.
+func (b *batch) awaitInherited(ctx workflow.Context, rt RunningTask) {
+	b.running++
+	b.children[rt.Index] = &batchChild{rt: rt}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: AwaitChildTimeout,
+			HeartbeatTimeout:    time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second},
+			Summary:             fmt.Sprintf("await task %d of batch %s (%s)", rt.Index, b.id, rt.WorkflowID),
+		})
+		var res ChildResult
+		if err := workflow.ExecuteActivity(actx, ActivityAwaitChild, AwaitChildInput{WorkflowID: rt.WorkflowID}).Get(ctx, &res); err != nil {
+			res = ChildResult{Error: err.Error()}
+		}
+		b.finish(ctx, rt, res)
+	})
+}
+
+// cancelAll cancels every running child: those of this run through their context, those
+// inherited by workflow id. Their ends are counted as they come.
+func (b *batch) cancelAll(ctx workflow.Context) {
+	for _, n := range sortedKeys(b.children) {
+		c := b.children[n]
+		if c.cancel != nil {
+			c.cancel()
+			continue
+		}
+		_ = workflow.RequestCancelExternalWorkflow(ctx, c.rt.WorkflowID, "").Get(ctx, nil)
+	}
+}
+
+// finish counts a child that ended.
+func (b *batch) finish(ctx workflow.Context, rt RunningTask, res ChildResult) {
+	delete(b.children, rt.Index)
 	b.running--
-	b.sum.Done++
-	if res.StopReason == "" {
-		b.sum.Failed++
-	} else {
-		b.sum.ByStopReason[res.StopReason]++
+	var stop subagent.StopReason
+	if res.Error == "" {
+		stop = res.Outcome.Result.StopReason
 	}
-	b.sum.Durations.Add(took)
-	if b.in.OutFile != "" {
-		b.pending = append(b.pending, res)
-	}
+	b.sum.countOutcome(stop, workflow.Now(ctx).Sub(rt.Started), res.Outcome.Usage)
 }
 
-// writeResults appends the pending results to OutFile, one AppendBatchResults call at a
-// time; results finishing meanwhile wait for the next call, so fast batches write in bulk.
-func (b *batch) writeResults(ctx workflow.Context) {
-	for {
-		if err := workflow.Await(ctx, func() bool { return len(b.pending) > 0 }); err != nil {
-			return
-		}
-		n, size := 0, 0
-		for n < len(b.pending) && n < flushMaxResults && (n == 0 || size < flushMaxBytes) {
-			size += len(b.pending[n].Output) + len(b.pending[n].Structured)
-			n++
-		}
-		b.writing = true
-		actx := workflow.WithActivityOptions(ctx, shortOptions(fmt.Sprintf("write %d results of batch %s", n, b.id)))
-		var offset int64
-		err := workflow.ExecuteActivity(actx, ActivityAppendBatchResults, AppendBatchResultsInput{
-			Path: b.in.OutFile, Offset: b.outOffset, Results: b.pending[:n],
-		}).Get(ctx, &offset)
-		b.writing = false
-		if err != nil {
-			b.writeErr = err
-			return
-		}
-		b.outOffset = offset
-		b.pending = append([]BatchResult(nil), b.pending[n:]...)
+// failTask counts a task that could not start and keeps its error for the results.
+func (b *batch) failTask(ctx workflow.Context, res BatchResult) {
+	if len(b.sum.StartErrors) < maxStartErrors {
+		b.sum.StartErrors = append(b.sum.StartErrors, res)
 	}
+	b.sum.countOutcome("", 0, session.Usage{})
 }
 
 // progress returns the summary with the live counts.
 func (b *batch) progress() BatchSummary {
 	s := b.sum
 	s.Running = b.running
-	if s.Total > 0 {
-		s.Queued = max(s.Total-s.Done-s.Running, 0)
-	}
+	s.Queued = max(s.Total-s.Done-s.Running, 0)
+	s.Concurrency, s.Paused, s.Cancelled = b.concurrency, b.paused, b.cancelled
+	s.StartErrors = slices.Clone(b.sum.StartErrors)
 	s.ByStopReason = make(map[subagent.StopReason]int, len(b.sum.ByStopReason))
 	for k, v := range b.sum.ByStopReason {
 		s.ByStopReason[k] = v
@@ -319,21 +433,31 @@ func (b *batch) progress() BatchSummary {
 	return s
 }
 
-// next is the input of the run this one continues as: the tasks not started and the
-// counters. Unstarted tasks of the current page travel inline (at most one page).
+// next is the input of the run this one continues as: the unstarted tasks of the current
+// page inline, the pages, the running children and the counters.
 func (b *batch) next() BatchInput {
 	next := b.in
 	next.BatchID = b.id
 	next.Tasks = b.page
+	running := make([]RunningTask, 0, len(b.children))
+	for _, n := range sortedKeys(b.children) {
+		running = append(running, b.children[n].rt)
+	}
 	next.State = &BatchState{
-		Next:       b.cursor,
-		FileOffset: b.fileOffset,
-		FileLine:   b.fileLine,
-		FileDone:   b.fileDone,
-		OutOffset:  b.outOffset,
-		Summary:    b.sum,
+		Next:        b.cursor,
+		Pages:       b.pages,
+		Stored:      b.stored,
+		Running:     running,
+		Paused:      b.paused,
+		Concurrency: b.concurrency,
+		Summary:     b.sum,
 	}
 	return next
+}
+
+// sortedKeys returns the task numbers of children in order, so commands are deterministic.
+func sortedKeys(children map[int]*batchChild) []int {
+	return slices.Sorted(maps.Keys(children))
 }
 
 // batchChildID returns the child id of task n of batch: a name-based UUID, the same on

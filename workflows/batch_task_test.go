@@ -61,8 +61,7 @@ func TestTaskStartInput(t *testing.T) {
 				Parent:       subagent.ParentRef{Cwd: "/work/sub"},
 				AgentOptions: route,
 			},
-			Root:  &RootSession{Cwd: "/work/sub", Route: route},
-			Shape: CurrentShape,
+			Root: &RootSession{Cwd: "/work/sub", Route: route},
 		}, in)
 	})
 	t.Run("the task's route wins field by field", func(t *testing.T) {

@@ -2,15 +2,16 @@ package workflows
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -26,19 +27,20 @@ import (
 // childRunTime is how long a fake child runs, in the test environment's skipped time.
 const childRunTime = time.Minute
 
-// batchFakes stands in for the children and the batch activities: a tasks "file" served by
-// task number, a results "file" kept in memory, and children that take childRunTime to
-// answer their prompt, or end aborted with "partial" when cancelled.
+// batchFakes stands in for the children and the batch activities: children that take
+// childRunTime to answer their prompt (or end aborted with "partial" when cancelled), a page
+// store in memory, and AwaitChild answering for the children an earlier run handed over.
 type batchFakes struct {
-	mu        sync.Mutex
-	file      []Task
-	reads     []ReadBatchTasksInput
-	results   []BatchResult
-	size      int64
-	running   int
-	peak      int
-	children  map[string]StartInput // by workflow id
-	batchAttr map[string]string     // SubagentBatch of each child, by workflow id
+	mu       sync.Mutex
+	running  int
+	peak     int
+	children map[string]StartInput // by workflow id
+	attrs    map[string]string     // SubagentBatch of each child, by workflow id
+	pages    map[int][]Task
+	removed  []BatchPageInput
+	awaited  []string
+	// onAwait, when set, answers AwaitChild; it completes every child by default.
+	onAwait func(context.Context, AwaitChildInput) (ChildResult, error)
 }
 
 func newBatchEnv(t *testing.T, f *batchFakes) *testsuite.TestWorkflowEnvironment {
@@ -49,8 +51,14 @@ func newBatchEnv(t *testing.T, f *batchFakes) *testsuite.TestWorkflowEnvironment
 	env.SetTestTimeout(waitLimit)
 	env.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName})
 	env.RegisterWorkflowWithOptions(f.child, workflow.RegisterOptions{Name: WorkflowName})
-	env.RegisterActivityWithOptions(f.readTasks, activity.RegisterOptions{Name: ActivityReadBatchTasks})
-	env.RegisterActivityWithOptions(f.appendResults, activity.RegisterOptions{Name: ActivityAppendBatchResults})
+	for name, fn := range map[string]any{
+		ActivitySaveBatchPage:    f.savePage,
+		ActivityLoadBatchPage:    f.loadPage,
+		ActivityRemoveBatchPages: f.removePages,
+		ActivityAwaitChild:       f.awaitChild,
+	} {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
 	return env
 }
 
@@ -59,10 +67,10 @@ func (f *batchFakes) child(ctx workflow.Context, in StartInput) (Outcome, error)
 	batch, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(AttrBatch)
 	f.mu.Lock()
 	if f.children == nil {
-		f.children, f.batchAttr = map[string]StartInput{}, map[string]string{}
+		f.children, f.attrs = map[string]StartInput{}, map[string]string{}
 	}
 	f.children[info.WorkflowExecution.ID] = in
-	f.batchAttr[info.WorkflowExecution.ID] = batch
+	f.attrs[info.WorkflowExecution.ID] = batch
 	f.running++
 	f.peak = max(f.peak, f.running)
 	f.mu.Unlock()
@@ -80,48 +88,56 @@ func (f *batchFakes) child(ctx workflow.Context, in StartInput) (Outcome, error)
 			Output: []session.Block{session.Text("partial")}, StopReason: subagent.StopAborted}}
 		return out, temporal.NewCanceledError(out)
 	}
-	out := Outcome{ChildID: in.ChildID, Depth: 1, Result: subagent.Result{
-		Output: in.Request.Prompt, StopReason: subagent.StopCompleted}}
-	if in.Request.HasOutputSchema() {
-		out.Result.Structured = json.RawMessage(`{"ok":true}`)
-	}
-	return out, nil
+	return Outcome{ChildID: in.ChildID, Depth: 1, Result: subagent.Result{
+		Output: in.Request.Prompt, StopReason: subagent.StopCompleted},
+		Usage: session.Usage{InputTokens: 10, OutputTokens: 2}}, nil
 }
 
-// readTasks serves the fake file with task numbers as offsets.
-func (f *batchFakes) readTasks(_ context.Context, in ReadBatchTasksInput) (ReadBatchTasksOutput, error) {
+func (f *batchFakes) savePage(_ context.Context, in BatchPageInput) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reads = append(f.reads, in)
-	end := min(int(in.Offset)+in.Limit, len(f.file))
-	out := ReadBatchTasksOutput{Tasks: f.file[in.Offset:end], Offset: int64(end), Line: end, Done: end == len(f.file)}
-	if in.Offset == 0 {
-		out.Total = len(f.file)
+	if f.pages == nil {
+		f.pages = map[int][]Task{}
 	}
-	return out, nil
+	if _, ok := f.pages[in.Page]; !ok {
+		f.pages[in.Page] = in.Tasks
+	}
+	return nil
 }
 
-func (f *batchFakes) appendResults(_ context.Context, in AppendBatchResultsInput) (int64, error) {
+func (f *batchFakes) loadPage(_ context.Context, in BatchPageInput) ([]Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if in.Offset != f.size {
-		return 0, fmt.Errorf("append at %d to a file of %d bytes", in.Offset, f.size)
+	tasks, ok := f.pages[in.Page]
+	if !ok {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("page %d is not stored", in.Page), "batch-page", nil)
 	}
-	for _, r := range in.Results {
-		line, err := json.Marshal(r)
-		if err != nil {
-			return 0, err
-		}
-		f.size += int64(len(line)) + 1
-		f.results = append(f.results, r)
-	}
-	return f.size, nil
+	return tasks, nil
 }
 
-func (f *batchFakes) Results() []BatchResult {
+func (f *batchFakes) removePages(_ context.Context, in BatchPageInput) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]BatchResult(nil), f.results...)
+	f.removed = append(f.removed, in)
+	return nil
+}
+
+func (f *batchFakes) awaitChild(ctx context.Context, in AwaitChildInput) (ChildResult, error) {
+	f.mu.Lock()
+	f.awaited = append(f.awaited, in.WorkflowID)
+	on := f.onAwait
+	f.mu.Unlock()
+	if on != nil {
+		return on(ctx, in)
+	}
+	return ChildResult{Outcome: Outcome{Result: subagent.Result{StopReason: subagent.StopCompleted},
+		Usage: session.Usage{InputTokens: 10, OutputTokens: 2}}}, nil
+}
+
+func (f *batchFakes) Awaited() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.awaited)
 }
 
 func batchTasks(n int) []Task {
@@ -134,42 +150,80 @@ func batchTasks(n int) []Task {
 
 var batchDefaults = TaskDefaults{Dir: "/work", Route: session.Route{Provider: "deepseek-official", Model: "deepseek-v4-flash"}}
 
-// resultsByIndex checks that every task 0…n-1 has exactly one result and returns them.
-func resultsByIndex(t *testing.T, results []BatchResult, n int) []BatchResult {
+// query returns the batch's progress, as `starter batch status` reads it.
+func query(t *testing.T, env *testsuite.TestWorkflowEnvironment) BatchSummary {
 	t.Helper()
-	require.Len(t, results, n)
-	byIndex := make([]BatchResult, n)
-	seen := map[int]bool{}
-	for _, r := range results {
-		require.False(t, seen[r.Index], "task %d has two results", r.Index)
-		seen[r.Index] = true
-		byIndex[r.Index] = r
-	}
-	return byIndex
+	v, err := env.QueryWorkflow(QueryProgress)
+	require.NoError(t, err)
+	var s BatchSummary
+	require.NoError(t, v.Get(&s))
+	return s
 }
 
-// TestBatchRunsEveryTaskWithinConcurrency: every task runs as a StartSubagent child with the
-// batch id, at most Concurrency at once; every result is written; the progress query adds up
-// while the batch runs; a rejected child is counted failed with the exact message.
+// update sends a batch update from the test environment's loop and returns where its answer
+// lands.
+func update(env *testsuite.TestWorkflowEnvironment, name string, args ...any) *batchAnswer {
+	a := &batchAnswer{}
+	env.UpdateWorkflow(name, name+fmt.Sprint(args...), &testsuite.TestUpdateCallback{
+		OnAccept: func() {},
+		OnReject: func(err error) { a.err, a.done = err, true },
+		OnComplete: func(v any, err error) {
+			if s, ok := v.(BatchSummary); ok {
+				a.sum = s
+			}
+			a.err, a.done = err, true
+		},
+	}, args...)
+	return a
+}
+
+// batchAnswer is what the caller of a batch update got.
+type batchAnswer struct {
+	done bool
+	sum  BatchSummary
+	err  error
+}
+
+// runChain runs the batch to its end as the server would, one test environment per run,
+// following every continue-as-new, and returns the last summary and the inputs handed over.
+func runChain(t *testing.T, f *batchFakes, in BatchInput, maxRuns int) (BatchSummary, []BatchInput) {
+	t.Helper()
+	var nexts []BatchInput
+	for run := 1; ; run++ {
+		require.LessOrEqual(t, run, maxRuns, "the batch should need at most %d runs", maxRuns)
+		env := newBatchEnv(t, f)
+		env.ExecuteWorkflow(Batch, in)
+		require.True(t, env.IsWorkflowCompleted())
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if !errors.As(err, &can) {
+			require.NoError(t, err)
+			var sum BatchSummary
+			require.NoError(t, env.GetWorkflowResult(&sum))
+			return sum, nexts
+		}
+		assert.Equal(t, BatchWorkflowName, can.WorkflowType.Name)
+		in = BatchInput{}
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
+		nexts = append(nexts, in)
+	}
+}
+
+// TestBatchRunsEveryTaskWithinConcurrency: every task runs as a StartSubagent child carrying
+// the batch id (search attribute and input), at most Concurrency at once; the progress query adds up while the batch runs; a rejected child is counted
+// failed; the tokens of the children are summed.
 func TestBatchRunsEveryTaskWithinConcurrency(t *testing.T) {
 	f := &batchFakes{}
 	env := newBatchEnv(t, f)
 	tasks := batchTasks(25)
 	tasks[3].Label = "reject"
-	tasks[5].Schema = json.RawMessage(`{"type": "object"}`)
 	tasks[7].ID = "my-own-id"
 
 	var during []BatchSummary
 	for _, at := range []time.Duration{childRunTime / 2, 3 * childRunTime / 2, 5 * childRunTime / 2} {
-		env.RegisterDelayedCallback(func() {
-			v, err := env.QueryWorkflow(QueryProgress)
-			require.NoError(t, err)
-			var s BatchSummary
-			require.NoError(t, v.Get(&s))
-			during = append(during, s)
-		}, at)
+		env.RegisterDelayedCallback(func() { during = append(during, query(t, env)) }, at)
 	}
-	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b1", Tasks: tasks, Defaults: batchDefaults, Concurrency: 4, OutFile: "/out.jsonl"})
+	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b1", Tasks: tasks, Total: 25, Defaults: batchDefaults, Concurrency: 4})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	var sum BatchSummary
@@ -180,9 +234,11 @@ func TestBatchRunsEveryTaskWithinConcurrency(t *testing.T) {
 	assert.Equal(t, 25, sum.Done)
 	assert.Equal(t, 1, sum.Failed)
 	assert.Equal(t, map[subagent.StopReason]int{subagent.StopCompleted: 24}, sum.ByStopReason)
+	assert.Equal(t, int64(240), sum.InputTokens)
+	assert.Equal(t, int64(48), sum.OutputTokens)
 	assert.Zero(t, sum.Running)
 	assert.Zero(t, sum.Queued)
-	assert.Equal(t, 24, sum.Durations.Count-1, "every task's duration is recorded")
+	assert.Equal(t, 1, sum.Runs)
 	assert.InEpsilon(t, childRunTime, sum.Durations.Percentile(50), 1.0/16, "percentiles are within a sixteenth")
 	assert.False(t, sum.Completed())
 
@@ -194,96 +250,198 @@ func TestBatchRunsEveryTaskWithinConcurrency(t *testing.T) {
 	}
 	assert.Less(t, during[0].Done, during[2].Done, "progress moves")
 
-	results := resultsByIndex(t, f.Results(), 25)
-	for i, r := range results {
-		switch i {
-		case 3:
-			assert.Equal(t, "subagent depth 1 exceeds maxDepth 0", r.Error)
-			assert.Empty(t, r.StopReason)
-		default:
-			assert.Equal(t, subagent.StopCompleted, r.StopReason, "task %d", i)
-			assert.Equal(t, fmt.Sprintf("task %d", i), r.Output)
-			assert.Equal(t, childRunTime.Milliseconds(), r.DurationMs)
-		}
-		assert.Equal(t, batchChildID("b1", i), r.ChildID)
+	require.Len(t, f.children, 25, "every task ran in its own child")
+	for i := range 25 {
+		id := WorkflowID(batchChildID("b1", i))
 		if i == 7 {
-			assert.Equal(t, "my-own-id", r.WorkflowID)
-		} else {
-			assert.Equal(t, WorkflowID(r.ChildID), r.WorkflowID)
+			id = "my-own-id"
 		}
-		in := f.children[r.WorkflowID]
+		in, ok := f.children[id]
+		require.True(t, ok, "task %d runs as %s", i, id)
+		assert.Equal(t, batchChildID("b1", i), in.ChildID)
 		assert.Equal(t, "b1", in.Batch)
-		assert.Equal(t, r.ChildID, in.ChildID)
-		assert.Equal(t, "b1", f.batchAttr[r.WorkflowID], "the child is searchable by its batch")
+		assert.Equal(t, "b1", f.attrs[id], "the child is searchable by its batch")
 	}
-	assert.JSONEq(t, `{"ok":true}`, string(results[5].Structured))
+	assert.Empty(t, f.removed, "a batch of inline tasks stored no page")
 }
 
-// TestBatchContinuesAsNewAtThreshold: a run starts ContinueAsNewAfter children, waits for
-// them, and continues as new with the cursor, the unstarted rest of its page, the file
-// position, the results file size and the counters; the chain of runs ends with every task
-// run once.
-func TestBatchContinuesAsNewAtThreshold(t *testing.T) {
-	f := &batchFakes{file: batchTasks(250)}
-	in := BatchInput{BatchID: "b2", TasksFile: "/tasks.jsonl", OutFile: "/out.jsonl", Defaults: batchDefaults,
-		Concurrency: 30, ContinueAsNewAfter: 120}
-
+// TestBatchTakesPagesByUpdate: tasks beyond the inline ones come in pages by UpdateAddTasks;
+// each is stored, loaded when the batch reaches it, and removed at the end. A page out of
+// order or beyond the batch's tasks is refused, and a page sent again is acknowledged.
+func TestBatchTakesPagesByUpdate(t *testing.T) {
+	f := &batchFakes{}
+	env := newBatchEnv(t, f)
+	tasks := batchTasks(7)
+	var first, again, outOfOrder, beyond, second *batchAnswer
+	env.RegisterDelayedCallback(func() {
+		first = update(env, UpdateAddTasks, TaskPage{Page: 0, First: 2, Tasks: tasks[2:5]})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		again = update(env, UpdateAddTasks, TaskPage{Page: 0, First: 2, Tasks: tasks[2:5]})
+		outOfOrder = update(env, UpdateAddTasks, TaskPage{Page: 2, First: 5, Tasks: tasks[5:]})
+		beyond = update(env, UpdateAddTasks, TaskPage{Page: 1, First: 5, Tasks: batchTasks(3)})
+		second = update(env, UpdateAddTasks, TaskPage{Page: 1, First: 5, Tasks: tasks[5:]})
+	}, 2*time.Second)
+	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b2", Tasks: tasks[:2], Total: 7, Defaults: batchDefaults, Concurrency: 3})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
 	var sum BatchSummary
-	var nexts []BatchInput
-	for run := 1; ; run++ {
-		require.LessOrEqual(t, run, 3, "the batch should need 3 runs")
-		env := newBatchEnv(t, f)
-		env.ExecuteWorkflow(Batch, in)
-		require.True(t, env.IsWorkflowCompleted())
-		err := env.GetWorkflowError()
-		var can *workflow.ContinueAsNewError
-		if !errors.As(err, &can) {
-			require.NoError(t, err)
-			require.NoError(t, env.GetWorkflowResult(&sum))
-			break
-		}
-		assert.Equal(t, BatchWorkflowName, can.WorkflowType.Name)
-		in = BatchInput{}
-		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
-		nexts = append(nexts, in)
-		assert.LessOrEqual(t, f.peak, 30)
+	require.NoError(t, env.GetWorkflowResult(&sum))
+
+	for name, a := range map[string]*batchAnswer{"first": first, "again": again, "second": second} {
+		require.True(t, a.done, name)
+		assert.NoError(t, a.err, name)
 	}
+	require.True(t, outOfOrder.done)
+	assert.EqualError(t, outOfOrder.err, "batch b2: page 2 starting at task 5 is out of order: want page 1 at task 5")
+	require.True(t, beyond.done)
+	assert.EqualError(t, beyond.err, "batch b2: page 1 (tasks 5…7) lies beyond the batch's 7 tasks")
 
-	require.Len(t, nexts, 2)
-	first := nexts[0].State
-	assert.Equal(t, 120, first.Next)
-	assert.Len(t, nexts[0].Tasks, 80, "the rest of the first 200-task page travels inline")
-	assert.Equal(t, "task 120", nexts[0].Tasks[0].Task)
-	assert.EqualValues(t, 200, first.FileOffset)
-	assert.False(t, first.FileDone)
-	assert.Equal(t, 120, first.Summary.Done)
-	assert.Equal(t, 250, first.Summary.Total)
-	assert.Positive(t, first.OutOffset)
-	second := nexts[1].State
-	assert.Equal(t, 240, second.Next)
-	assert.Len(t, nexts[1].Tasks, 10)
-	assert.True(t, second.FileDone)
-	assert.Equal(t, "b2", nexts[1].BatchID)
-
-	assert.Equal(t, 250, sum.Done)
-	assert.Equal(t, 3, sum.Runs)
+	assert.Equal(t, 7, sum.Done)
 	assert.True(t, sum.Completed())
-	results := resultsByIndex(t, f.Results(), 250)
-	for i, r := range results {
-		assert.Equal(t, fmt.Sprintf("task %d", i), r.Output)
-		assert.Equal(t, batchChildID("b2", i), r.ChildID)
+	require.Len(t, f.children, 7)
+	for i := range 7 {
+		in := f.children[WorkflowID(batchChildID("b2", i))]
+		assert.Equal(t, fmt.Sprintf("task %d", i), session.JoinText(in.Request.Prompt), "task %d from its page", i)
 	}
-	assert.Len(t, f.children, 250, "every task ran in its own child")
+	assert.Equal(t, []BatchPageInput{{BatchID: "b2", Page: 2}}, f.removed, "both pages removed at the end")
 }
 
-// TestBatchCancel: cancelling the batch cancels its running children, keeps their aborted
-// results, starts nothing more and ends Canceled with the summary as details.
-func TestBatchCancel(t *testing.T) {
+// TestBatchContinuesAsNewHandingOverRunningChildren: after ContinueAsNewAfter starts a run
+// continues as new without waiting for its children; the next run inherits the running ones
+// by workflow id, awaits each with AwaitChild, and counts it once. No task starts twice and
+// the chain ends with every task counted.
+func TestBatchContinuesAsNewHandingOverRunningChildren(t *testing.T) {
+	f := &batchFakes{}
+	tasks := batchTasks(10)
+	sum, nexts := runChain(t, f, BatchInput{BatchID: "b3", Tasks: tasks, Total: 10, Defaults: batchDefaults,
+		Concurrency: 3, ContinueAsNewAfter: 5}, 3)
+
+	// Run 1 starts tasks 0-2, and 3-4 once those ended; it hands 3 and 4 over. Run 2 awaits
+	// them beside tasks 5-9.
+	require.Len(t, nexts, 1)
+	first := nexts[0].State
+	require.NotNil(t, first)
+	assert.Equal(t, 5, first.Next)
+	assert.Len(t, nexts[0].Tasks, 5, "the unstarted tasks travel inline")
+	assert.Equal(t, "task 5", nexts[0].Tasks[0].Task)
+	assert.Equal(t, 3, first.Concurrency)
+	require.Len(t, first.Running, 2, "the run hands its running children over instead of waiting for them")
+	for i, rt := range first.Running {
+		assert.Equal(t, i+3, rt.Index, "in task order")
+		assert.Equal(t, WorkflowID(batchChildID("b3", rt.Index)), rt.WorkflowID)
+		assert.Equal(t, batchChildID("b3", rt.Index), rt.ChildID)
+	}
+	assert.Equal(t, 3, first.Summary.Done)
+	assert.Equal(t, "b3", nexts[0].BatchID)
+
+	var handed []string
+	for _, next := range nexts {
+		for _, rt := range next.State.Running {
+			handed = append(handed, rt.WorkflowID)
+		}
+	}
+	assert.ElementsMatch(t, handed, f.Awaited(), "every inherited child is awaited, once")
+	assert.Len(t, f.children, 10, "no task starts twice")
+	assert.Equal(t, 10, sum.Done)
+	assert.Equal(t, 2, sum.Runs)
+	assert.True(t, sum.Completed())
+	assert.Equal(t, int64(100), sum.InputTokens, "inherited children's tokens count too")
+}
+
+// TestBatchCancelReachesInheritedChildren: a run that inherited children cancels them by
+// workflow id when the batch is cancelled, and counts each once AwaitChild sees it end.
+func TestBatchCancelReachesInheritedChildren(t *testing.T) {
+	aborted := make(chan struct{})
+	f := &batchFakes{onAwait: func(ctx context.Context, in AwaitChildInput) (ChildResult, error) {
+		select {
+		case <-aborted:
+		case <-ctx.Done():
+			return ChildResult{}, ctx.Err()
+		}
+		return ChildResult{Outcome: Outcome{Result: subagent.Result{StopReason: subagent.StopAborted}}}, nil
+	}}
+	env := newBatchEnv(t, f)
+	inherited := RunningTask{Index: 0, WorkflowID: "subagent-inherited", ChildID: "inherited", Started: env.Now()}
+	var cancelled []string
+	env.OnRequestCancelExternalWorkflow(mock.Anything, mock.Anything, "").Return(func(_, id, _ string) error {
+		cancelled = append(cancelled, id)
+		close(aborted)
+		return nil
+	})
+	// Sent with the run's first task: the test environment skips no time while AwaitChild
+	// runs.
+	var answer *batchAnswer
+	env.RegisterDelayedCallback(func() { answer = update(env, UpdateCancel) }, 0)
+	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b4", Tasks: batchTasks(3)[1:], Total: 3, Defaults: batchDefaults,
+		Concurrency: 2, State: &BatchState{Next: 1, Stored: 3, Running: []RunningTask{inherited}, Concurrency: 2,
+			Summary: BatchSummary{Total: 3, Runs: 1}}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError(), "a batch cancelled by update completes")
+	var sum BatchSummary
+	require.NoError(t, env.GetWorkflowResult(&sum))
+
+	require.True(t, answer.done)
+	require.NoError(t, answer.err)
+	assert.True(t, answer.sum.Cancelled)
+	assert.Equal(t, []string{"subagent-inherited"}, cancelled)
+	assert.Equal(t, []string{"subagent-inherited"}, f.Awaited())
+	assert.True(t, sum.Cancelled)
+	assert.Equal(t, 2, sum.Runs)
+	assert.Equal(t, 1, sum.Done, "the inherited child, counted once it ended")
+	assert.Equal(t, 2, sum.Queued, "the tasks never started stay queued")
+	assert.Equal(t, map[subagent.StopReason]int{subagent.StopAborted: 1}, sum.ByStopReason)
+	assert.Empty(t, f.children, "a cancelled batch starts nothing")
+}
+
+// TestBatchPauseResumeResize: a paused batch starts nothing while its running children
+// finish; resumed and resized it runs the new concurrency. A resize below 1 is refused before
+// it enters history.
+func TestBatchPauseResumeResize(t *testing.T) {
+	f := &batchFakes{}
+	env := newBatchEnv(t, f)
+	var paused, resumed, resized, refused *batchAnswer
+	var whilePaused BatchSummary
+	env.RegisterDelayedCallback(func() { paused = update(env, UpdatePause) }, childRunTime/2)
+	env.RegisterDelayedCallback(func() { whilePaused = query(t, env) }, 3*childRunTime)
+	env.RegisterDelayedCallback(func() {
+		refused = update(env, UpdateResize, 0)
+		resized = update(env, UpdateResize, 4)
+		f.mu.Lock()
+		f.peak = 0
+		f.mu.Unlock()
+		resumed = update(env, UpdateResume)
+	}, 3*childRunTime+time.Second)
+	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b5", Tasks: batchTasks(10), Total: 10, Defaults: batchDefaults, Concurrency: 2})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var sum BatchSummary
+	require.NoError(t, env.GetWorkflowResult(&sum))
+
+	require.True(t, paused.done)
+	assert.True(t, paused.sum.Paused)
+	assert.True(t, whilePaused.Paused)
+	assert.Equal(t, 2, whilePaused.Done, "the children running at the pause finished")
+	assert.Zero(t, whilePaused.Running, "nothing started while paused")
+	require.True(t, refused.done)
+	assert.EqualError(t, refused.err, "batch b5: concurrency must be at least 1: 0")
+	require.True(t, resized.done)
+	assert.Equal(t, 4, resized.sum.Concurrency)
+	require.True(t, resumed.done)
+	assert.False(t, resumed.sum.Paused)
+	assert.Equal(t, 4, f.peak, "the resized concurrency")
+	assert.Equal(t, 10, sum.Done)
+	assert.True(t, sum.Completed())
+}
+
+// TestBatchWorkflowCancel: cancelling the workflow cancels its running children, each ends
+// aborted and is counted, nothing more starts, and the batch ends Canceled with its summary
+// as details.
+func TestBatchWorkflowCancel(t *testing.T) {
 	f := &batchFakes{}
 	env := newBatchEnv(t, f)
 	env.RegisterDelayedCallback(env.CancelWorkflow, childRunTime/2)
-	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b3", Tasks: batchTasks(6), Defaults: batchDefaults,
-		Concurrency: 3, OutFile: "/out.jsonl"})
+	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b6", Tasks: batchTasks(6), Total: 6, Defaults: batchDefaults, Concurrency: 3})
 	require.True(t, env.IsWorkflowCompleted())
 
 	var canceled *temporal.CanceledError
@@ -294,20 +452,24 @@ func TestBatchCancel(t *testing.T) {
 	assert.Equal(t, 3, sum.Done)
 	assert.Equal(t, 3, sum.Queued, "tasks not started stay queued")
 	assert.Equal(t, map[subagent.StopReason]int{subagent.StopAborted: 3}, sum.ByStopReason)
-
-	results := resultsByIndex(t, f.Results(), 3)
-	for _, r := range results {
-		assert.Equal(t, subagent.StopAborted, r.StopReason)
-		assert.Equal(t, "partial", r.Output, "the aborted child's partial output is kept")
-	}
 	assert.Len(t, f.children, 3)
 }
 
-// TestBatchRejectsRelativePaths: the worker cannot know what a relative path meant.
-func TestBatchRejectsRelativePaths(t *testing.T) {
-	env := newBatchEnv(t, &batchFakes{})
-	env.ExecuteWorkflow(Batch, BatchInput{TasksFile: "tasks.jsonl"})
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, env.GetWorkflowError(), &appErr)
-	assert.Equal(t, RuleInvalidBatch, appErr.Type())
+// TestBatchCountsALostPageAsFailedTasks: a page the store no longer holds fails its tasks,
+// kept as start errors for `starter batch results`, and the batch goes on.
+func TestBatchCountsALostPageAsFailedTasks(t *testing.T) {
+	f := &batchFakes{}
+	env := newBatchEnv(t, f)
+	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b7", Tasks: batchTasks(1), Total: 3, Defaults: batchDefaults,
+		State: &BatchState{Stored: 3, Pages: []PageRef{{Page: 0, First: 1, Count: 2}}, Summary: BatchSummary{Total: 3}}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var sum BatchSummary
+	require.NoError(t, env.GetWorkflowResult(&sum))
+	assert.Equal(t, 3, sum.Done)
+	assert.Equal(t, 2, sum.Failed)
+	require.Len(t, sum.StartErrors, 2)
+	assert.Equal(t, 1, sum.StartErrors[0].Index)
+	assert.Contains(t, sum.StartErrors[0].Error, "batch b7: load page 0: ")
+	assert.Equal(t, []BatchPageInput{{BatchID: "b7", Page: 1}}, f.removed)
 }

@@ -2,21 +2,17 @@ package workflows
 
 import (
 	"encoding/json"
+	"time"
 
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// BatchWorkflowName is the registered name of Batch.
+// BatchWorkflowName is the registered name of Batch, the batch `starter batch` starts.
 const BatchWorkflowName = "Batch"
 
 // QueryProgress is the query of Batch; it returns a BatchSummary.
 const QueryProgress = "progress"
-
-// Activity names of Batch.
-const (
-	ActivityReadBatchTasks     = "ReadBatchTasks"
-	ActivityAppendBatchResults = "AppendBatchResults"
-)
 
 // Defaults of BatchInput.
 const (
@@ -26,57 +22,12 @@ const (
 	DefaultContinueAsNewAfter = 500
 )
 
-// BatchInput is the input of Batch. Tasks are started in order: first Tasks, then the tasks
-// of TasksFile from State.FileOffset on. Every task is numbered by its position (from 0),
-// which names its result.
-type BatchInput struct {
-	// BatchID is the SubagentBatch search attribute of every child and seeds the child ids;
-	// empty means the batch's workflow id.
-	BatchID string `json:"batchId,omitempty"`
-	// Tasks are inline tasks: a few hundred at most, since the input is one payload (2 MiB).
-	Tasks []Task `json:"tasks,omitempty"`
-	// TasksFile is the absolute path of a JSONL file of tasks (one Task a line, blank lines
-	// skipped) that the worker reads in pages with ReadBatchTasks.
-	TasksFile string `json:"tasksFile,omitempty"`
-	// Total is the number of tasks when the caller knows it; 0 lets the batch count them.
-	Total int `json:"total,omitempty"`
-	// OutFile is the absolute path of the JSONL file the worker writes one BatchResult a
-	// line to, in the order tasks finish; empty writes no results.
-	OutFile string `json:"outFile,omitempty"`
-	// Defaults completes every task (see Task.StartInput).
-	Defaults TaskDefaults `json:"defaults,omitzero"`
-	// Concurrency is the most children running at once; 0 means DefaultBatchConcurrency.
-	Concurrency int `json:"concurrency,omitempty"`
-	// ContinueAsNewAfter is how many children one run starts before it continues as new;
-	// 0 means DefaultContinueAsNewAfter.
-	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
-	// TaskQueue is the children's task queue; empty means the batch's.
-	TaskQueue string `json:"taskQueue,omitempty"`
-	// State is set by the batch itself when it continues as new; callers leave it nil.
-	State *BatchState `json:"state,omitempty"`
-}
-
-// BatchState is what a Batch run hands to the next one when it continues as new.
-type BatchState struct {
-	// Next is the number of the first task of BatchInput.Tasks.
-	Next int `json:"next"`
-	// FileOffset and FileLine are where the next page of TasksFile starts: its byte offset
-	// and the number of lines before it. FileDone says the file is read to its end.
-	FileOffset int64 `json:"fileOffset,omitempty"`
-	FileLine   int   `json:"fileLine,omitempty"`
-	FileDone   bool  `json:"fileDone,omitempty"`
-	// OutOffset is the size of OutFile written so far.
-	OutOffset int64        `json:"outOffset,omitempty"`
-	Summary   BatchSummary `json:"summary"`
-}
-
 // BatchSummary is where a batch stands: the answer to QueryProgress, the result of Batch,
 // and the details of a cancelled Batch's CanceledError. Running and Queued are 0 in a
 // finished batch's summary; Queued counts the tasks a cancelled batch never started.
 type BatchSummary struct {
 	BatchID string `json:"batchId"`
-	// Total is the number of tasks; it is 0 until a batch reading a file without a given
-	// Total has read the file's first page.
+	// Total is the number of tasks, inline and paged.
 	Total   int `json:"total"`
 	Queued  int `json:"queued"`
 	Running int `json:"running"`
@@ -87,16 +38,18 @@ type BatchSummary struct {
 	ByStopReason map[subagent.StopReason]int `json:"byStopReason,omitempty"`
 	Durations    Durations                   `json:"durations"`
 	// Runs counts the workflow runs the batch used (1 + its continue-as-new count).
-	Runs    int    `json:"runs"`
+	Runs int `json:"runs"`
+	// OutFile is the file `starter batch --out` wrote the results to; the workflow leaves it
+	// empty.
 	OutFile string `json:"outFile,omitempty"`
-	// Concurrency, Paused and Cancelled are BatchV2's live controls.
+	// Concurrency, Paused and Cancelled are the batch's live controls.
 	Concurrency int  `json:"concurrency,omitempty"`
 	Paused      bool `json:"paused,omitempty"`
 	Cancelled   bool `json:"cancelled,omitempty"`
-	// InputTokens and OutputTokens sum the usage of the finished tasks (BatchV2).
+	// InputTokens and OutputTokens sum the usage of the finished tasks.
 	InputTokens  int64 `json:"inputTokens,omitempty"`
 	OutputTokens int64 `json:"outputTokens,omitempty"`
-	// StartErrors are BatchV2's tasks that could not start (at most 1,000): they have no
+	// StartErrors are the batch's tasks that could not start (at most 1,000): they have no
 	// workflow, so `starter batch results` reads them from here.
 	StartErrors []BatchResult `json:"startErrors,omitempty"`
 }
@@ -106,7 +59,8 @@ func (s BatchSummary) Completed() bool {
 	return s.Done == s.Total && s.ByStopReason[subagent.StopCompleted] == s.Total
 }
 
-// BatchResult is one line of a batch's OutFile: the result of task Index.
+// BatchResult is the result of task Index of a batch: one line of the file `starter batch
+// results` (or `--out`) writes, read from the task's run through Temporal.
 type BatchResult struct {
 	Index      int                 `json:"index"`
 	Label      string              `json:"label,omitempty"`
@@ -119,40 +73,134 @@ type BatchResult struct {
 	// Error is why the task has no outcome: the rejection's exact message, or the failure.
 	Error      string `json:"error,omitempty"`
 	DurationMs int64  `json:"durationMs"`
-	// ResultRef is the task's result stored by reference (Outcome.ResultRef): Output and
-	// Structured are then empty until AppendBatchResults fills them from the store, which
-	// never writes a ResultRef into the results file.
-	ResultRef *PayloadRef `json:"resultRef,omitempty"`
-	// InputTokens and OutputTokens are the run's token usage (BatchV2).
+	// InputTokens and OutputTokens are the run's token usage.
 	InputTokens  int64 `json:"inputTokens,omitempty"`
 	OutputTokens int64 `json:"outputTokens,omitempty"`
 }
 
-// ReadBatchTasksInput is the input of ReadBatchTasks: read at most Limit tasks of Path from
-// byte Offset, which follows Line lines (for error messages).
-type ReadBatchTasksInput struct {
-	Path   string `json:"path"`
-	Offset int64  `json:"offset"`
-	Line   int    `json:"line"`
-	Limit  int    `json:"limit"`
+// Updates of Batch. Each is answered with the batch's BatchSummary after the change.
+const (
+	// UpdateAddTasks hands the batch one TaskPage; see Batch.
+	UpdateAddTasks = "add-tasks"
+	// UpdatePause stops starting children; running ones go on.
+	UpdatePause = "pause"
+	// UpdateResume starts children again after UpdatePause.
+	UpdateResume = "resume"
+	// UpdateResize sets the concurrency (an int, at least 1).
+	UpdateResize = "resize"
+	// UpdateCancel cancels the batch: nothing more starts, every running child is cancelled
+	// and ends aborted with its partial output. The batch then completes with Cancelled set.
+	UpdateCancel = "cancel"
+)
+
+// Activity names of Batch.
+const (
+	ActivitySaveBatchPage    = "SaveBatchPage"
+	ActivityLoadBatchPage    = "LoadBatchPage"
+	ActivityRemoveBatchPages = "RemoveBatchPages"
+	ActivityAwaitChild       = "AwaitChild"
+)
+
+// MemoBatchIndex is the memo key of a batch child holding its task's number.
+const MemoBatchIndex = "subflowBatchIndex"
+
+// MaxPageTasks bounds the tasks of one TaskPage; the starter also keeps a page under 1 MiB.
+const MaxPageTasks = 500
+
+// TaskPage is the argument of UpdateAddTasks: tasks First … First+len(Tasks)-1 of the batch.
+// Page numbers start at 0 and pages come in order; a page the batch already holds is
+// acknowledged again without change, so a starter may resend after an error.
+type TaskPage struct {
+	Page  int    `json:"page"`
+	First int    `json:"first"`
+	Tasks []Task `json:"tasks"`
 }
 
-// ReadBatchTasksOutput is a page of tasks, with where the next page starts. Done says the
-// file ends after this page. Total is the number of tasks of the whole file, counted only
-// for a read from Offset 0.
-type ReadBatchTasksOutput struct {
-	Tasks  []Task `json:"tasks"`
-	Offset int64  `json:"offset"`
-	Line   int    `json:"line"`
-	Done   bool   `json:"done"`
-	Total  int    `json:"total,omitempty"`
+// PageRef is where one stored page of a batch lies: its number and the tasks it holds.
+type PageRef struct {
+	Page  int `json:"page"`
+	First int `json:"first"`
+	Count int `json:"count"`
 }
 
-// AppendBatchResultsInput is the input of AppendBatchResults: make Path Offset bytes long
-// (creating it when Offset is 0) and append Results, one JSON line each. Truncating first
-// makes a retried call idempotent. The activity returns the new size.
-type AppendBatchResultsInput struct {
-	Path    string        `json:"path"`
-	Offset  int64         `json:"offset"`
-	Results []BatchResult `json:"results"`
+// BatchPageInput is the input of SaveBatchPage (with Tasks), LoadBatchPage and
+// RemoveBatchPages (Page is then the count of pages to remove).
+type BatchPageInput struct {
+	BatchID string `json:"batchId"`
+	Page    int    `json:"page"`
+	Tasks   []Task `json:"tasks,omitempty"`
+}
+
+// RunningTask is a child a Batch run started and hands to the next run when it continues
+// as new; the next run awaits it with AwaitChild.
+type RunningTask struct {
+	Index      int       `json:"index"`
+	Label      string    `json:"label,omitempty"`
+	WorkflowID string    `json:"workflowId"`
+	ChildID    string    `json:"childId"`
+	Started    time.Time `json:"started"`
+}
+
+// AwaitChildInput is the input of AwaitChild: wait for the workflow WorkflowID to close and
+// return its ChildResult.
+type AwaitChildInput struct {
+	WorkflowID string `json:"workflowId"`
+}
+
+// ChildResult is how a batch child ended: its Outcome, or Error (the rejection's message or
+// the failure) when it has none.
+type ChildResult struct {
+	Outcome Outcome `json:"outcome"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// BatchState is what a Batch run hands to the next when it continues as new.
+type BatchState struct {
+	// Next is the number of the first task of BatchInput.Tasks.
+	Next  int       `json:"next"`
+	Pages []PageRef `json:"pages,omitempty"`
+	// Stored is the number of tasks the batch holds, inline and in pages.
+	Stored      int           `json:"stored"`
+	Running     []RunningTask `json:"running,omitempty"`
+	Paused      bool          `json:"paused,omitempty"`
+	Concurrency int           `json:"concurrency"`
+	Summary     BatchSummary  `json:"summary"`
+}
+
+// BatchInput is the input of Batch.
+type BatchInput struct {
+	// BatchID is the SubagentBatch search attribute of every child and seeds the child ids;
+	// empty means the batch's workflow id.
+	BatchID string `json:"batchId,omitempty"`
+	// Tasks are the first tasks, inline (numbered from 0); the others come in pages by
+	// UpdateAddTasks.
+	Tasks []Task `json:"tasks,omitempty"`
+	// Total is the number of tasks, inline and paged: the batch ends once Total tasks ran.
+	Total int `json:"total"`
+	// Defaults completes every task (see Task.StartInput).
+	Defaults TaskDefaults `json:"defaults,omitzero"`
+	// Concurrency is the most children running at once; 0 means DefaultBatchConcurrency.
+	Concurrency int `json:"concurrency,omitempty"`
+	// ContinueAsNewAfter is how many children one run starts before it continues as new;
+	// 0 means DefaultContinueAsNewAfter.
+	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
+	// TaskQueue is the children's task queue; empty means the batch's.
+	TaskQueue string `json:"taskQueue,omitempty"`
+	// RetryOf is the batch this one retries (the SubagentRetryOf search attribute).
+	RetryOf string `json:"retryOf,omitempty"`
+	// State is set by the batch itself when it continues as new; callers leave it nil.
+	State *BatchState `json:"state,omitempty"`
+}
+
+// countOutcome adds a finished task to s: by stop reason, or as failed.
+func (s *BatchSummary) countOutcome(stop subagent.StopReason, took time.Duration, usage session.Usage) {
+	s.Done++
+	if stop == "" {
+		s.Failed++
+	} else {
+		s.ByStopReason[stop]++
+	}
+	s.Durations.Add(took)
+	s.InputTokens += usage.InputTokens
+	s.OutputTokens += usage.OutputTokens
 }

@@ -74,7 +74,7 @@ func (f *fakes) CreateRootSession(ctx context.Context, in CreateRootSessionInput
 			return subagent.ParentRef{}, err
 		}
 	}
-	return subagent.ParentRef{SessionID: "root-" + in.SessionID, Cwd: in.Root.Cwd}, nil
+	return subagent.ParentRef{SessionID: in.SessionID, Cwd: in.Root.Cwd}, nil
 }
 
 func (f *fakes) Publish(ctx context.Context, in PublishInput) (Published, error) {
@@ -143,6 +143,9 @@ type harness struct {
 	// upserts are the keys of each search attribute upsert, in order.
 	upserts [][]string
 	update  *updateAnswer
+	// bareStart starts the run without the search attributes every starter sets
+	// (StartAttributes), as a run started by hand may be.
+	bareStart bool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -191,8 +194,19 @@ func (h *harness) sendUpdate() *updateAnswer {
 	return u
 }
 
+// run runs StartSubagent to its end, started as client.Start starts it: with the search
+// attributes StartAttributes returns (unless bareStart), which Attrs then includes.
 func (h *harness) run(t *testing.T, in StartInput) {
 	t.Helper()
+	if !h.bareStart {
+		start := temporal.NewSearchAttributes(StartAttributes(in)...)
+		require.NoError(t, h.env.SetTypedSearchAttributesOnStart(start))
+		h.mu.Lock()
+		for k, v := range start.GetUntypedValues() {
+			h.attrs[k.GetName()] = v
+		}
+		h.mu.Unlock()
+	}
 	h.env.ExecuteWorkflow(StartSubagent, in)
 	require.True(t, h.env.IsWorkflowCompleted())
 }
@@ -204,11 +218,7 @@ func (h *harness) Upserts() [][]string {
 	return h.upserts
 }
 
-// earlierShape makes the run take the shape of runs recorded before versionLocalSteps.
-func (h *harness) earlierShape() {
-	h.env.OnGetVersion(localStepsChange, workflow.DefaultVersion, versionLocalSteps).Return(workflow.DefaultVersion)
-}
-
+// Attrs returns the search attributes of the run: those set at start and upserted since.
 func (h *harness) Attrs() map[string]any {
 	h.mu.Lock()
 	defer h.mu.Unlock()

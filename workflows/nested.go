@@ -21,11 +21,6 @@ const ActivityRecordNested = "RecordNested"
 // result by its workflow id, so the result enters this workflow's history once.
 const UpdateSDKDelegate = "sdk-delegate"
 
-// versionNestedChildren marks the workflow code that runs the delegations of a drive as
-// child workflows. Histories recorded before it (DefaultVersion) ran them inside the Drive
-// activity, which an unversioned Drive still does.
-const versionNestedChildren = "nested-child-workflows"
-
 // Delegation is one subagent tool call a Drive deferred to its workflow: the workflow runs
 // it as a StartSubagent child workflow of ChildID's run.
 type Delegation struct {
@@ -61,8 +56,7 @@ type RecordNestedInput struct {
 // outcome), their results are still recorded, and drive returns the cancellation, so the
 // caller reads the aborted result.
 func (r *run) drive(ctx workflow.Context, childID string, req subagent.Request) (DriveSummary, error) {
-	yield := r.known || workflow.GetVersion(ctx, versionNestedChildren, workflow.DefaultVersion, 1) >= 1
-	in := DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef, Yield: yield}
+	in := DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}
 	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose()))
 	var total DriveSummary
 	for {
@@ -105,7 +99,7 @@ func (r *run) drive(ctx workflow.Context, childID string, req subagent.Request) 
 func (r *run) runNested(ctx workflow.Context, delegations []Delegation) {
 	futures := make([]workflow.ChildWorkflowFuture, len(delegations))
 	for i, d := range delegations {
-		in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID, Shape: CurrentShape}
+		in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID}
 		opts := ChildOptions(in)
 		// A nested child's depth is its caller's plus one: set at start, its publication
 		// has nothing left to upsert.
@@ -151,7 +145,6 @@ func ExecuteSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
-	in = in.Current()
 	var out Outcome
 	err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in).Get(ctx, &out)
 	if err == nil {
@@ -185,7 +178,7 @@ func (r *run) handleSDKDelegations(ctx workflow.Context) (*sdkNested, error) {
 			id := WorkflowID(d.ChildID)
 			f, ok := n.futures[id]
 			if !ok {
-				in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID, Shape: CurrentShape}
+				in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID}
 				f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in)
 				n.futures[id] = f
 			}

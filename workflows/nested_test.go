@@ -47,7 +47,6 @@ func TestDriveYieldsDelegationsToChildWorkflows(t *testing.T) {
 	var drives, published []string
 	for _, d := range h.fakes.drives {
 		drives = append(drives, d.ChildID)
-		assert.True(t, d.Yield, "every drive of the new path yields its delegations")
 	}
 	for _, p := range h.fakes.publish {
 		published = append(published, p.ChildID)

@@ -49,15 +49,10 @@ type StorePayloadInput struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// versionRequestByReference marks the runs that store a big request once (storeRequest)
-// instead of copying it into every activity input.
-const versionRequestByReference = "request-by-reference"
-
 // storeRequest stores a request whose encoding exceeds PayloadThreshold through
 // StorePayload, once, and strips its big fields (prompt, schema, persona) from r.in.Request:
 // the activities read the whole request back by r.requestRef. StorePayload is a step like
-// Publish (a local activity on runs of versionLocalSteps, whose input history does not
-// keep), so a 1.5 MB schema is in history once, the workflow input, rather than once per
+// Publish (a local activity, whose input history does not keep), so a 1.5 MB schema is in history once, the workflow input, rather than once per
 // activity. Smaller requests are left as they are and add no command.
 func (r *run) storeRequest(ctx workflow.Context, childID string) error {
 	raw, err := json.Marshal(r.in.Request)
@@ -65,9 +60,6 @@ func (r *run) storeRequest(ctx workflow.Context, childID string) error {
 		return fmt.Errorf("encode the request: %w", err)
 	}
 	if len(raw) <= PayloadThreshold {
-		return nil
-	}
-	if !r.known && workflow.GetVersion(ctx, versionRequestByReference, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
 	var ref PayloadRef

@@ -6,11 +6,11 @@ import (
 )
 
 // Register registers the workflows of this package on r under their names (WorkflowName,
-// BatchWorkflowName, FetchPayloadWorkflowName), so a worker registers them in one line.
+// BatchWorkflowName, FetchPayloadWorkflowName, AdmissionWorkflowName), so a worker registers
+// them in one line.
 func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName})
 	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName})
 	r.RegisterWorkflowWithOptions(FetchPayload, workflow.RegisterOptions{Name: FetchPayloadWorkflowName})
-	r.RegisterWorkflowWithOptions(BatchV2, workflow.RegisterOptions{Name: BatchV2WorkflowName})
 	r.RegisterWorkflowWithOptions(ModelAdmission, workflow.RegisterOptions{Name: AdmissionWorkflowName})
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // TestReplayRecordedHistories replays every history recorded in testdata/ (StartSubagent,
-// Batch, BatchV2 and ModelAdmission runs; see package replaytest for how to record one), so a
+// Batch and ModelAdmission runs; see package replaytest for how to record one), so a
 // change that breaks running workflows fails here.
 func TestReplayRecordedHistories(t *testing.T) {
-	replaytest.ReplayHistories(t, "testdata", StartSubagent, Batch, BatchV2, ModelAdmission)
+	replaytest.ReplayHistories(t, "testdata", StartSubagent, Batch, ModelAdmission)
 }

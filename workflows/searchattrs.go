@@ -13,7 +13,7 @@ var (
 	AttrBatch      = temporal.NewSearchAttributeKeyKeyword("SubagentBatch")
 	AttrDepth      = temporal.NewSearchAttributeKeyInt64("SubagentDepth")
 	AttrLabel      = temporal.NewSearchAttributeKeyString("SubagentLabel") // Text
-	// AttrRetryOf is set on a BatchV2 started by `starter batch retry`: the batch it retries.
+	// AttrRetryOf is set on a Batch started by `starter batch retry`: the batch it retries.
 	AttrRetryOf = temporal.NewSearchAttributeKeyKeyword("SubagentRetryOf")
 	// AttrInputTokens and AttrOutputTokens are a finished run's token usage.
 	AttrInputTokens  = temporal.NewSearchAttributeKeyInt64("SubagentInputTokens")

@@ -92,28 +92,10 @@ type run struct {
 	settled   bool
 	published Published
 	rejection error
-	// local is set on runs of versionLocalSteps and later: see localStepsChange.
-	local bool
-	// known is set on runs of ShapeKnownAttributes: every later change is on without a
-	// version marker, and search attributes the start set are not upserted again.
-	known bool
-	// attrs are search attribute updates held back to be upserted with the publication's.
-	attrs []temporal.SearchAttributeUpdate
 	// requestRef names the stored request when it is too big to copy into every activity's
 	// input; r.in.Request then lacks its big fields.
 	requestRef *PayloadRef
 }
-
-// localStepsChange is the change id of the run's shape. Its version versionLocalSteps runs the
-// short steps (CreateRootSession, Publish, ReadResult) as local activities, in the workflow
-// task that schedules them, and upserts only search attributes the start options did not
-// set, the root's parent together with the publication's. DefaultVersion is the earlier shape:
-// every step an activity and an upsert of all start attributes first. GetVersion keeps every
-// run on the shape its history was recorded with.
-const (
-	localStepsChange  = "local-steps"
-	versionLocalSteps = 1
-)
 
 func (r *run) registerHandlers(ctx workflow.Context) error {
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePublished,
@@ -137,11 +119,6 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 
 func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	in := r.in
-	if in.Shape >= ShapeKnownAttributes {
-		r.local, r.known = true, true
-	} else {
-		r.local = workflow.GetVersion(ctx, localStepsChange, workflow.DefaultVersion, versionLocalSteps) >= versionLocalSteps
-	}
 	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
 		return r.fail(err)
 	}
@@ -178,17 +155,14 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 
 	r.status.Phase = PhasePublishing
-	pubCtx := ctx
-	if r.local {
-		// A local activity cancelled by the workflow's cancel resolves at once, without
-		// waiting for the attempt: a Publish that created the child after all would leave
-		// it behind unaborted. So it runs to its end, like an activity waiting for its
-		// cancellation, and a cancel that came before it starts nothing.
-		if ctx.Err() != nil {
-			return r.reject(ctx, temporal.NewCanceledError())
-		}
-		pubCtx, _ = workflow.NewDisconnectedContext(ctx)
+	// A local activity cancelled by the workflow's cancel resolves at once, without waiting
+	// for the attempt: a Publish that created the child after all would leave it behind
+	// unaborted. So it runs to its end, like an activity waiting for its cancellation, and a
+	// cancel that came before it starts nothing.
+	if ctx.Err() != nil {
+		return r.reject(ctx, temporal.NewCanceledError())
 	}
+	pubCtx, _ := workflow.NewDisconnectedContext(ctx)
 	var pub Published
 	err := r.step(pubCtx, ActivityPublish, r.activitySummary("publish"),
 		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}, &pub)
@@ -225,31 +199,19 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 }
 
 // createRoot runs CreateRootSession with a new session id (SPEC R-82): RootSessionID of the
-// child on runs of ShapeKnownAttributes, whose starter set it as SubagentParent, else a
-// UUID generated in a side effect.
+// child, which its starter set as SubagentParent.
 func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	r.status.Phase = PhaseCreatingRoot
 	id := RootSessionID(r.status.ChildID)
-	if !r.known {
-		if err := workflow.SideEffect(ctx, newID).Get(&id); err != nil {
-			return subagent.ParentRef{}, err
-		}
-	}
 	var parent subagent.ParentRef
 	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
 		CreateRootSessionInput{SessionID: id, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request, RequestRef: r.requestRef}, &parent)
 	if err != nil {
 		return subagent.ParentRef{}, err
 	}
+	// Checked against the start attributes with the publication's, in the same workflow
+	// task: at most one visibility write.
 	r.status.Parent = parent.SessionID
-	if r.local {
-		// Upserted with the publication, in the same workflow task: one visibility write.
-		r.attrs = append(r.attrs, AttrParent.ValueSet(parent.SessionID))
-		return parent, nil
-	}
-	if err := r.upsert(ctx, AttrParent.ValueSet(parent.SessionID)); err != nil {
-		return subagent.ParentRef{}, err
-	}
 	return parent, nil
 }
 
@@ -345,17 +307,7 @@ func (r *run) publish(ctx workflow.Context, childID string, pub Published) error
 	pub.ChildID = childID
 	r.status.ChildID = childID
 	r.status.Depth = pub.Depth
-	var attrs []temporal.SearchAttributeUpdate
-	if r.known {
-		attrs = r.publishedChanges(ctx, childID, pub)
-	} else {
-		attrs = append(r.attrs, AttrChild.ValueSet(childID), AttrDepth.ValueSet(pub.Depth))
-		if model(r.in) == "" && pub.Model != "" {
-			attrs = append(attrs, AttrModel.ValueSet(pub.Model))
-		}
-	}
-	r.attrs = nil
-	if err := r.upsert(ctx, attrs...); err != nil {
+	if err := r.upsert(ctx, r.publishedChanges(ctx, childID, pub)...); err != nil {
 		return err
 	}
 	r.settle(pub, nil)
@@ -383,9 +335,6 @@ func (r *run) publishedChanges(ctx workflow.Context, childID string, pub Publish
 	return attrs
 }
 
-// changeTokenAttributes is the workflow.GetVersion change id of the token search attributes.
-const changeTokenAttributes = "token-attributes"
-
 // finish ends a published run with its outcome: Canceled with the outcome as details when
 // the workflow was cancelled, completed otherwise.
 func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
@@ -397,12 +346,8 @@ func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
 	r.status.StopReason = stop
 	// The outcome is final: record its stop reason even when the run was cancelled.
 	upsertCtx, _ := workflow.NewDisconnectedContext(ctx)
-	attrs := []temporal.SearchAttributeUpdate{AttrStopReason.ValueSet(string(stop))}
-	// Runs recorded before token usage was a search attribute replay without it.
-	if r.known || workflow.GetVersion(upsertCtx, changeTokenAttributes, workflow.DefaultVersion, 1) == 1 {
-		attrs = append(attrs, AttrInputTokens.ValueSet(out.Usage.InputTokens), AttrOutputTokens.ValueSet(out.Usage.OutputTokens))
-	}
-	if err := r.upsert(upsertCtx, attrs...); err != nil {
+	if err := r.upsert(upsertCtx, AttrStopReason.ValueSet(string(stop)),
+		AttrInputTokens.ValueSet(out.Usage.InputTokens), AttrOutputTokens.ValueSet(out.Usage.OutputTokens)); err != nil {
 		return r.fail(err)
 	}
 	if cancelled {
@@ -460,16 +405,15 @@ func (r *run) childID(ctx workflow.Context) (string, error) {
 
 func newID(workflow.Context) any { return uuid.NewString() }
 
-// RootSessionID is the id of the root session a run of ShapeKnownAttributes creates for child
-// childID: a function of the child id alone, so the starter knows it before the run starts.
+// RootSessionID is the id of the root session a run creates for child childID: a function of the child id alone, so the starter knows it before the run starts.
 func RootSessionID(childID string) string {
 	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("subflow:root/"+childID)).String()
 }
 
 // StartAttributes are the search attributes of a run known before anything runs, which every
-// starter sets at start. The workflow upserts those its start did not set, first. For
-// ShapeKnownAttributes they include the child (when ChildID is set) and, for a run that
-// creates its root session, the root's id (RootSessionID) and depth 1.
+// starter sets at start. The workflow upserts those its start did not set, first. They
+// include the child (when ChildID is set) and, for a run that creates its root session, the
+// root's id (RootSessionID) and depth 1.
 func StartAttributes(in StartInput) []temporal.SearchAttributeUpdate {
 	var attrs []temporal.SearchAttributeUpdate
 	for _, a := range startAttrs(in) {
@@ -498,7 +442,7 @@ func startAttrs(in StartInput) []startAttr {
 	if in.Request.Label != "" {
 		attrs = append(attrs, startAttr{AttrLabel, AttrLabel.ValueSet(in.Request.Label)})
 	}
-	if in.Shape < ShapeKnownAttributes || in.ChildID == "" {
+	if in.ChildID == "" {
 		return attrs
 	}
 	keyword(AttrChild, in.ChildID)
@@ -509,13 +453,10 @@ func startAttrs(in StartInput) []startAttr {
 	return attrs
 }
 
-// startUpserts are the start attributes the run upserts first: all of them on the earlier
-// shape; on the local shape only those its start options did not set (Start, Batch and
-// nested runs set them all, a run started by hand may set none), which is usually none.
+// startUpserts are the start attributes the run upserts first: those its start options did
+// not set (Start, Batch and nested runs set them all, a run started by hand may set none),
+// which is usually none.
 func (r *run) startUpserts(ctx workflow.Context) []temporal.SearchAttributeUpdate {
-	if !r.local {
-		return StartAttributes(r.in)
-	}
 	have := workflow.GetTypedSearchAttributes(ctx)
 	var attrs []temporal.SearchAttributeUpdate
 	for _, a := range startAttrs(r.in) {
@@ -526,17 +467,12 @@ func (r *run) startUpserts(ctx workflow.Context) []temporal.SearchAttributeUpdat
 	return attrs
 }
 
-// step runs one short step — CreateRootSession, Publish or ReadResult — and stores its result
-// in out: a local activity on the local shape, an activity otherwise. Either way it has the
-// timeout and retries of shortOptions and its summary is the step's line in the UI timeline
-// (a local activity's marker carries it).
+// step runs one short step — CreateRootSession, Publish, StorePayload or ReadResult — as a
+// local activity, in the workflow task that schedules it, and stores its result in out. Its
+// summary is the step's line in the UI timeline (the local activity's marker carries it).
 func (r *run) step(ctx workflow.Context, activity, summary string, in, out any) error {
-	if r.local {
-		lctx := workflow.WithLocalActivityOptions(ctx, localOptions(summary))
-		return workflow.ExecuteLocalActivity(lctx, activity, in).Get(ctx, out)
-	}
-	actx := workflow.WithActivityOptions(ctx, shortOptions(summary))
-	return workflow.ExecuteActivity(actx, activity, in).Get(ctx, out)
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions(summary))
+	return workflow.ExecuteLocalActivity(lctx, activity, in).Get(ctx, out)
 }
 
 func (r *run) upsert(ctx workflow.Context, attrs ...temporal.SearchAttributeUpdate) error {

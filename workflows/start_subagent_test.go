@@ -37,7 +37,7 @@ func TestInProcessRunCompletes(t *testing.T) {
 	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
 	assert.Equal(t, []string{ActivityPublish, ActivityReadResult}, h.fakes.Local(), "the short steps run as local activities")
 	assert.Equal(t, PublishInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
-	assert.Equal(t, DriveInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request, Yield: true}, h.fakes.drives[0])
+	assert.Equal(t, DriveInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
 	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
 
 	assert.Equal(t, map[string]any{
@@ -87,9 +87,8 @@ func TestRootSessionIsCreatedWithoutParent(t *testing.T) {
 	assert.Equal(t, []string{ActivityCreateRootSession, ActivityPublish, ActivityReadResult}, h.fakes.Local())
 	root := h.fakes.roots[0]
 	assert.Equal(t, *in.Root, root.Root)
-	_, err := uuid.Parse(root.SessionID)
-	require.NoError(t, err)
-	wantParent := subagent.ParentRef{SessionID: "root-" + root.SessionID, Cwd: "/work/repo"}
+	assert.Equal(t, RootSessionID("child-1"), root.SessionID, "the root's id is known to the starter")
+	wantParent := subagent.ParentRef{SessionID: root.SessionID, Cwd: "/work/repo"}
 	assert.Equal(t, wantParent, h.fakes.publish[0].Request.Parent, "the child is published under the new root")
 	assert.Equal(t, wantParent, h.fakes.drives[0].Request.Parent)
 	assert.Equal(t, "root-model", h.Attrs()["SubagentModel"])
@@ -206,17 +205,9 @@ func TestCancelDuringDriveEndsCanceledWithAbortedOutcome(t *testing.T) {
 
 func TestCancelBeforePublishCreatesNoChild(t *testing.T) {
 	h := newHarness(t)
-	// Only an activity's Publish sees the cancel; a local one runs to its end (below).
-	h.earlierShape()
-	publishing := make(chan struct{})
-	park := blockUntilCancelled(t)
-	h.fakes.onPublish = func(ctx context.Context, _ PublishInput) (Published, error) {
-		close(publishing)
-		park(ctx)
-		return Published{}, temporal.NewCanceledError()
-	}
 	u := h.sendUpdate()
-	h.whenClosed(publishing, h.env.CancelWorkflow)
+	// A cancel the first workflow task already sees: the local Publish never starts.
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 0)
 	h.run(t, spawnInput())
 
 	var canceled *temporal.CanceledError
@@ -225,8 +216,8 @@ func TestCancelBeforePublishCreatesNoChild(t *testing.T) {
 	_, err := u.get(t)
 	require.ErrorAs(t, err, &canceled)
 	assert.EqualError(t, err, "subagent run was cancelled before it was published")
-	assert.Equal(t, []string{ActivityPublish}, h.fakes.Calls())
-	assert.NotContains(t, h.Attrs(), "SubagentChild")
+	assert.Empty(t, h.fakes.Calls())
+	assert.Empty(t, h.Upserts(), "the start set every attribute; nothing is published")
 }
 
 func TestCancelDuringLocalPublishAbortsThePublishedChild(t *testing.T) {
@@ -281,6 +272,9 @@ func TestCancelDuringLocalRootCreationCreatesNoChild(t *testing.T) {
 	assert.Equal(t, []string{ActivityCreateRootSession}, h.fakes.Calls())
 }
 
+// TestStartAttributesAreNotUpsertedAgain: a root run started as every starter starts it
+// (StartAttributes at start: its child, its root's id, depth 1) writes visibility at start
+// and close only; a run started without them upserts them first, once.
 func TestStartAttributesAreNotUpsertedAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -288,47 +282,31 @@ func TestStartAttributesAreNotUpsertedAgain(t *testing.T) {
 		want    [][]string
 	}{
 		{"set by the start options", true, [][]string{
-			{"SubagentChild", "SubagentDepth", "SubagentParent"},
 			{"SubagentInputTokens", "SubagentOutputTokens", "SubagentStopReason"},
 		}},
 		{"started without them", false, [][]string{
-			{"SubagentLabel", "SubagentProvider"},
-			{"SubagentChild", "SubagentDepth", "SubagentParent"},
+			{"SubagentChild", "SubagentDepth", "SubagentLabel", "SubagentParent", "SubagentProvider"},
 			{"SubagentInputTokens", "SubagentOutputTokens", "SubagentStopReason"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
+			h.fakes.onPublish = func(_ context.Context, in PublishInput) (Published, error) {
+				return Published{ChildID: in.ChildID, Depth: 1}, nil // a root's child
+			}
 			h.sendUpdate()
 			in := spawnInput()
 			in.Request.Parent = subagent.ParentRef{}
 			in.Request.AgentOptions = session.Route{}
 			in.Batch = ""
 			in.Root = &RootSession{Cwd: "/work/repo"}
-			if tc.onStart {
-				h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(StartAttributes(in)...))
-			}
+			h.bareStart = !tc.onStart
 			h.run(t, in)
 
 			require.NoError(t, h.env.GetWorkflowError())
-			assert.Equal(t, tc.want, h.Upserts(), "one upsert at publication (the root parent with it), one at the end")
+			assert.Equal(t, tc.want, h.Upserts(), "nothing upserted at publication")
 		})
 	}
-}
-
-func TestEarlierShapeRunsActivitiesAndUpsertsAtStart(t *testing.T) {
-	h := newHarness(t)
-	h.earlierShape()
-	h.sendUpdate()
-	in := spawnInput()
-	h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(StartAttributes(in)...))
-	h.run(t, in)
-
-	require.NoError(t, h.env.GetWorkflowError())
-	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
-	assert.Empty(t, h.fakes.Local())
-	assert.Equal(t, []string{"SubagentBatch", "SubagentLabel", "SubagentModel", "SubagentParent", "SubagentProvider"},
-		h.Upserts()[0], "the start attributes again")
 }
 
 func TestStatusQueryDuringDrive(t *testing.T) {

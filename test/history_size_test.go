@@ -74,5 +74,5 @@ func TestRecordBatchHistory(t *testing.T) {
 	require.NoError(t, run.Get(ctx, &sum))
 	got := readResults(t, env.c, batchID)
 	require.Len(t, got, 2)
-	record(t, run, "batchv2-completed")
+	record(t, run, "batch-completed")
 }

@@ -87,7 +87,7 @@ func TestWorkspacesBatchAcrossHosts(t *testing.T) {
 	var sum workflows.BatchSummary
 	require.NoError(t, batch.Get(ctx, &sum))
 	require.True(t, sum.Completed(), "%+v", sum)
-	record(t, batch, "batchv2-routed")
+	record(t, batch, "batch-routed")
 
 	code, stdout, stderr = runStarter(t, t.TempDir(), "batch", "results", batchID)
 	require.Equal(t, 0, code, "stderr: %s", stderr)

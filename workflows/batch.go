@@ -322,8 +322,8 @@ func (b *batch) startChild(ctx workflow.Context, n int, t Task) {
 		rt.WorkflowID = WorkflowID(in.ChildID)
 	}
 	cctx, cancel := workflow.WithCancel(ctx)
-	// A task the starter routed to its workspace's host queue (Task.TaskQueue) starts there;
-	// any other starts exactly as before routing existed, so recorded histories replay.
+	// A task the starter routed to its workspace's host queue (Task.TaskQueue) starts there,
+	// any other on the batch's children's queue.
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            rt.WorkflowID,
 		TaskQueue:             cmp.Or(t.TaskQueue, b.in.TaskQueue),

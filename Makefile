@@ -2,6 +2,9 @@
 # (the race build of the Temporal server would take longer than the tests themselves).
 RACE_PKGS = ./subagent/... ./harness/... ./sdkproc/... ./inprocess/...
 FUZZTIME ?= 10s
+# WORKFLOWCHECK is Temporal's static determinism checker, a module of its own (it adds nothing to
+# ours); `make check` runs it over every package that declares workflows.
+WORKFLOWCHECK = go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
 .PHONY: test check fuzz bench
 
@@ -24,13 +27,15 @@ test:
 
 # check is what CI runs before the tests: formatting, vet on Linux and macOS (the Linux-only
 # pieces sit behind build tags with a portable fallback), and the structure tests: workflow
-# code reaches no I/O package, the documented package graph matches `go list`, and the
-# search-attribute list of the deploy script and the README matches the Go one.
+# code reaches no I/O package, the documented package graph matches `go list`, the
+# search-attribute list of the deploy script and the README matches the Go one, every rule id a
+# file cites is defined in docs/contract.md, and workflowcheck finds no non-determinism.
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	GOOS=darwin go vet ./...
-	go test -count=1 -run 'TestWorkflowsStayPure|TestPackageGraph|TestSearchAttributes' ./workflows ./docs/...
+	go test -count=1 -run 'TestWorkflowsStayPure|TestPackageGraph|TestSearchAttributes|TestContractCitations' ./workflows ./docs/...
+	go run $(WORKFLOWCHECK) -config workflowcheck.config.yaml -show-pos ./workflows/... ./examples/...
 
 fuzz:
 	@grep -l '^func Fuzz' $$(git ls-files '*_test.go') 2>/dev/null | while read -r file; do \

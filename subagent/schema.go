@@ -279,6 +279,7 @@ func bigNumber(n json.Number) (*big.Float, bool) {
 
 func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
+	//workflowcheck:ignore the keys are sorted before use
 	for k := range m {
 		keys = append(keys, k)
 	}

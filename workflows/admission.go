@@ -93,6 +93,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	}
 	expire := func() {
 		now := workflow.Now(ctx)
+		//workflowcheck:ignore deleting expired permits issues no command; the order is irrelevant
 		for id, until := range permits {
 			if now.After(until) {
 				delete(permits, id)

@@ -427,6 +427,7 @@ func (b *batch) progress() BatchSummary {
 	s.Concurrency, s.Paused, s.Cancelled = b.concurrency, b.paused, b.cancelled
 	s.StartErrors = slices.Clone(b.sum.StartErrors)
 	s.ByStopReason = make(map[subagent.StopReason]int, len(b.sum.ByStopReason))
+	//workflowcheck:ignore a copy of a map; no command depends on the order
 	for k, v := range b.sum.ByStopReason {
 		s.ByStopReason[k] = v
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,7 +62,9 @@ func (t *Task) UnmarshalJSON(data []byte) error {
 	if !isJSONObject(data) || json.Unmarshal(data, &fields) != nil {
 		return errors.New("a task must be a JSON object")
 	}
-	for alias, name := range taskAliases {
+	// In a fixed order, so a task with several conflicts always gets the same error.
+	for _, alias := range slices.Sorted(maps.Keys(taskAliases)) {
+		name := taskAliases[alias]
 		_, a := fields[alias]
 		_, n := fields[name]
 		if a && n {

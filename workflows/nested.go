@@ -198,6 +198,7 @@ func (r *run) handleSDKDelegations(ctx workflow.Context) (*sdkNested, error) {
 
 // wait waits until every child workflow closed: a cancelled sdk run's children end with it.
 func (n *sdkNested) wait(ctx workflow.Context) {
+	//workflowcheck:ignore waiting on every future issues no command; the order is irrelevant
 	for _, f := range n.futures {
 		_ = f.Get(ctx, nil)
 	}

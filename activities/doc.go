@@ -19,10 +19,9 @@
 // # Nested delegation
 //
 // Every in-process child gets the `subagent` tool (package subagent, SPEC R-8, R-9; see
-// Config.SubagentProvider and Config.SubagentMaxDepth). A call starts a nested StartSubagent
-// run on the drive's task queue whose parent session is the calling child, and waits for it
-// while the drive heartbeats. The nested workflow id is derived from the calling session and
-// the tool call id (NestedChildID), so a call that runs again after a worker stop attaches to
-// the run it started. Cancelling the drive cancels the nested run, whose aborted outcome
-// becomes the tool result; suspending it (worker stop) leaves the nested run running.
+// Config.SubagentProvider and Config.SubagentMaxDepth). The drive runs no nested run itself:
+// a call is deferred (subagenttool.ErrDeferred), the drive returns the deferred calls to the
+// workflow, which starts each as a child workflow, and RecordNested writes their results back
+// into the calling child's session as the tool results before the drive resumes the turn
+// (docs/nested.md).
 package activities

@@ -76,7 +76,8 @@ func short(pkg string) string {
 }
 
 // TestSearchAttributesDocumented checks that the README's registration command and the deploy
-// script register exactly workflows.SearchAttributes (through devserver.SearchAttributes).
+// script register exactly workflows.SearchAttributes (through devserver.SearchAttributes), and
+// that temporal.md lists every one of them.
 func TestSearchAttributesDocumented(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -87,8 +88,15 @@ func TestSearchAttributesDocumented(t *testing.T) {
 		t.Errorf("README.md does not hold the registration command\n%s", cmd)
 	}
 
+	temporalDoc, err := os.ReadFile("temporal.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var want []string
 	for name, typ := range devserver.SearchAttributes {
+		if !strings.Contains(string(temporalDoc), "`"+name+"`") {
+			t.Errorf("temporal.md does not list the search attribute %s", name)
+		}
 		want = append(want, name+":"+typ.String())
 	}
 	slices.Sort(want)

@@ -198,7 +198,7 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 		Allow:        t.Allow,
 		Deny:         t.Deny,
 	}.Request(subagent.ParentRef{SessionID: t.Parent, Cwd: cwd})
-	in := StartInput{Provider: provider, Request: req, Batch: batch, Timeout: timeout}
+	in := StartInput{Provider: provider, Request: req, Batch: batch, Timeout: Duration(timeout)}
 	if t.Parent == "" {
 		route := in.Request.AgentOptions
 		if route.Provider == "" {

@@ -115,7 +115,7 @@ func TestDurationsPercentiles(t *testing.T) {
 func TestTaskTimeout(t *testing.T) {
 	in, err := Task{Task: "x", Timeout: "90s"}.StartInput("b", TaskDefaults{Dir: "/"})
 	require.NoError(t, err)
-	assert.Equal(t, 90*time.Second, in.Timeout)
+	assert.Equal(t, Duration(90*time.Second), in.Timeout)
 	for _, bad := range []string{"soon", "-1m", "0s"} {
 		_, err := Task{Task: "x", Timeout: bad}.StartInput("b", TaskDefaults{Dir: "/"})
 		assert.ErrorContains(t, err, "task: timeout must be a positive duration", bad)

@@ -36,7 +36,7 @@ func (r *run) startDeadline(ctx workflow.Context) (workflow.Context, *deadline) 
 	driveCtx, cancelDrive := workflow.WithCancel(ctx)
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	d.stop = cancelTimer
-	left := r.in.Timeout - workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime)
+	left := time.Duration(r.in.Timeout) - workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime)
 	if left < time.Millisecond {
 		left = time.Millisecond
 	}
@@ -53,7 +53,7 @@ func (r *run) startDeadline(ctx workflow.Context) (workflow.Context, *deadline) 
 // scheduleToClose is the ScheduleToCloseTimeout of the run's drive.
 func (r *run) scheduleToClose() time.Duration {
 	if r.in.Timeout > 0 {
-		return r.in.Timeout + deadlineGrace
+		return time.Duration(r.in.Timeout) + deadlineGrace
 	}
 	return DriveScheduleToClose
 }

@@ -74,7 +74,7 @@ func TestTimeoutAbortsTheDrive(t *testing.T) {
 	}
 	h.sendUpdate()
 	in := spawnInput()
-	in.Timeout = time.Millisecond // the test clock only skips ahead while no activity runs
+	in.Timeout = Duration(time.Millisecond) // the test clock only skips ahead while no activity runs
 	h.run(t, in)
 
 	require.NoError(t, h.env.GetWorkflowError(), "a run past its deadline completes")

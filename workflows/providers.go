@@ -58,6 +58,11 @@ var rejectionTypes = []string{
 	RuleInvalidSandboxMode,
 }
 
+// RejectionRules returns the rules of every rejection: the ApplicationError types retry
+// policies never retry and Rejection recognises (docs/json.md lists them for callers in
+// other languages).
+func RejectionRules() []string { return slices.Clone(rejectionTypes) }
+
 // ToApplicationError returns err as Temporal should carry it. A *subagent.ValidationError
 // (or an error wrapping one, such as *subagent.DepthError) becomes a non-retryable
 // ApplicationError whose Type is the rule and whose message is exactly the validation

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"time"
-
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 )
@@ -53,7 +51,7 @@ type StartInput struct {
 	// Timeout, when positive, is the run's deadline, counted from the workflow's start: when
 	// it passes, the drive is cancelled as a cancel of the workflow would, the child ends
 	// aborted with its partial answer, and the run completes with that outcome.
-	Timeout time.Duration `json:"timeout,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // RootSession is what CreateRootSession needs to create a root parent session.

@@ -18,6 +18,7 @@ import {
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { batchResults, startBatch } from './batch';
+import { check } from './contract';
 import { Published, START_SUBAGENT, startInput, Status, SUBFLOW_TASK_QUEUE, text, Outcome, Route } from './subflow';
 import type { delegate, delegateUntilStopped, fanOut } from './workflows';
 
@@ -61,10 +62,12 @@ after(async () => {
 
 describe('a TypeScript workflow delegating to subflow runs', () => {
   test('one run', async () => {
+    const d = { task: 'say hello', cwd: dir, route: scripted({ text: 'hello from a subflow run' }) };
+    check('start-input', startInput(d)); // what the workflow sends
     const got = await client.workflow.execute<typeof delegate>('delegate', {
       taskQueue,
       workflowId: `ts-one-${randomUUID()}`,
-      args: [{ task: 'say hello', cwd: dir, route: scripted({ text: 'hello from a subflow run' }) }],
+      args: [d],
     });
     assert.equal(got.stopReason, 'completed');
     assert.equal(got.text, 'hello from a subflow run');
@@ -119,6 +122,8 @@ describe('a TypeScript workflow delegating to subflow runs', () => {
     // Stop once the run has streamed part of its answer: the heartbeat of its pending drive
     // says how much (docs/json.md, the query status).
     await waitFor(async () => (await streamedBytes(`${workflowId}-run`)) > 0);
+    const status = check('status', await client.workflow.getHandle(`${workflowId}-run`).query<Status>('status'));
+    assert.equal(status.phase, 'driving');
     await handle.signal('stop');
     const got = await handle.result();
     assert.equal(got.stopReason, 'aborted');
@@ -133,17 +138,15 @@ describe('a TypeScript client of subflow', () => {
       taskQueue: SUBFLOW_TASK_QUEUE,
       workflowId,
       workflowIdConflictPolicy: 'FAIL',
-      args: [{ ...startInput({ task: 'say hi', cwd: dir, route: scripted({ text: 'hi' }) }), timeout: '10m' }],
+      args: [check('start-input', { ...startInput({ task: 'say hi', cwd: dir, route: scripted({ text: 'hi' }) }), timeout: '10m' })],
     });
-    const pub = (await client.workflow.executeUpdateWithStart('published', {
-      startWorkflowOperation: start,
-    })) as Published;
+    const pub = check<Published>('published', await client.workflow.executeUpdateWithStart('published', { startWorkflowOperation: start }));
     assert.equal(pub.depth, 1);
     const handle = await start.workflowHandle();
-    const out: Outcome = await handle.result();
+    const out = check<Outcome>('outcome', await handle.result());
     assert.equal(out.childId, pub.childId);
     assert.equal(text(out), 'hi');
-    const status = await handle.query<Status>('status');
+    const status = check('status', await handle.query<Status>('status'));
     assert.equal(status.phase, 'completed');
     assert.equal(status.stopReason, 'completed');
   });
@@ -169,7 +172,7 @@ describe('a TypeScript client of subflow', () => {
 
   test('a batch and its results', async () => {
     const batchId = `ts-batch-${randomUUID()}`;
-    const handle = await startBatch(client, batchId, {
+    const handle = await startBatch(client, batchId, check('batch-input', {
       tasks: [
         { task: 'first', cwd: '.', modelProvider: 'scripted', model: scripted({ text: 'first answer' }).model, label: 'a' },
         { task: 'second', modelProvider: 'scripted', model: scripted({ text: 'second answer' }).model, timeout: '5m' },
@@ -183,14 +186,15 @@ describe('a TypeScript client of subflow', () => {
       total: 3,
       defaults: { dir },
       concurrency: 2,
-    });
-    const sum = await handle.result();
+    }));
+    const sum = check('batch-summary', await handle.result());
     assert.equal(sum.done, 3);
     assert.deepEqual(sum.byStopReason, { completed: 3 });
     const progress = await handle.query('progress');
     assert.deepEqual(progress, sum);
 
     const results = await batchResults(client, sum);
+    results.forEach((r) => check('outcome', r.outcome));
     assert.deepEqual(
       results.map((r) => [r.index, text(r.outcome), r.outcome.result.structured]),
       [
@@ -214,7 +218,7 @@ async function streamedBytes(workflowId: string): Promise<number> {
   if (!details) {
     return 0;
   }
-  const progress = defaultPayloadConverter.fromPayload<{ streamedBytes: number }>(details);
+  const progress = check('status#/properties/progress', defaultPayloadConverter.fromPayload<{ streamedBytes: number }>(details));
   return progress.streamedBytes;
 }
 

@@ -4,7 +4,7 @@
 
 /** The workflow type of one delegation, and of a batch of them. */
 export const START_SUBAGENT = 'StartSubagent';
-export const BATCH = 'BatchV2';
+export const BATCH = 'Batch';
 /** The task queue subflow workers serve by default. */
 export const SUBFLOW_TASK_QUEUE = 'subflow';
 

@@ -2,7 +2,7 @@
 // where a subflow worker serves the task queue subflow (`go run ./starter dev` serves both;
 // run.sh starts one). The subflow runs use the scripted model: no model API is called.
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -58,6 +58,7 @@ after(async () => {
   worker.shutdown();
   await running;
   await client.connection.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('a TypeScript workflow delegating to subflow runs', () => {

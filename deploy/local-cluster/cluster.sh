@@ -27,13 +27,18 @@ repo=$(cd "$here/../.." && pwd)
 log() { echo "local-cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# compose's .env, for each variable the environment does not set.
-while IFS='=' read -r key value; do
-	case "$key" in '' | '#'*) continue ;; esac
-	if [ -z "${!key+set}" ]; then export "$key=$value"; fi
-done <"$repo/.env"
-
 dir=${SUBFLOW_CLUSTER_DIR:-${TMPDIR:-/tmp}/subflow-local-cluster}
+
+# The settings the cluster was brought up with (so later commands reach the same ports),
+# then compose's .env, for each variable the environment does not set.
+settings=(TEMPORAL_PORT TEMPORAL_UI_PORT SUBFLOW_METRICS_PORT SUBFLOW_CLUSTER_PG_PORT POSTGRES_USER POSTGRES_PASSWORD)
+for file in "$dir/settings.env" "$repo/.env"; do
+	[ -f "$file" ] || continue
+	while IFS='=' read -r key value; do
+		case "$key" in '' | '#'*) continue ;; esac
+		if [ -z "${!key+set}" ]; then export "$key=$value"; fi
+	done <"$file"
+done
 pg_port=${SUBFLOW_CLUSTER_PG_PORT:-5433}
 port=$TEMPORAL_PORT
 bin=$dir/bin
@@ -71,18 +76,18 @@ needs() {
 	# Debian's package starts a cluster of its own on 5432; ours has its own data and port.
 }
 
-# build builds the binaries into $bin: the Temporal server, its SQL tool and the UI server
-# from this folder's module, the temporal CLI from cli/'s (both out of the worker's
-# dependency graph; docs/deployment.md says why two), and the subflow worker and starter from
-# the repository's. go build relinks only what changed.
+# build builds the binaries into $bin: the Temporal server, its SQL tool, the UI server and
+# operator/ (the part of the temporal CLI that setup-temporal.sh runs, as `temporal`) from
+# this folder's module, out of the worker's dependency graph; the subflow worker and starter
+# from the repository's. go build relinks only what changed.
 build() {
 	mkdir -p "$bin"
-	log "building the Temporal server, SQL tool, Web UI server (deploy/local-cluster/go.mod) and CLI (deploy/local-cluster/cli/go.mod)"
+	log "building the Temporal server, SQL tool and Web UI server (deploy/local-cluster/go.mod)"
 	(cd "$here" &&
 		go build -o "$bin/temporal-server" go.temporal.io/server/cmd/server &&
 		go build -o "$bin/temporal-sql-tool" go.temporal.io/server/cmd/tools/sql &&
-		go build -o "$bin/temporal-ui-server" github.com/temporalio/ui-server/v2/cmd/server)
-	(cd "$here/cli" && go build -o "$bin/temporal" github.com/temporalio/cli/cmd/temporal)
+		go build -o "$bin/temporal-ui-server" github.com/temporalio/ui-server/v2/cmd/server &&
+		go build -o "$bin/temporal" ./operator)
 	log "building the subflow worker and starter"
 	(cd "$repo" && go build -o "$bin/subflow-worker" ./worker && go build -o "$bin/starter" ./starter)
 }
@@ -260,6 +265,8 @@ up() {
 	needs
 	mkdir -p "$dir" "$logs" "$run"
 	chmod 755 "$dir"
+	SUBFLOW_CLUSTER_PG_PORT=$pg_port
+	for key in "${settings[@]}"; do echo "$key=${!key}"; done >"$dir/settings.env"
 	build
 	start_one postgres
 	if [ ! -f "$dir/.schema-done" ] || ! running frontend; then
@@ -274,9 +281,17 @@ up() {
 	for n in history-1 history-2 matching frontend internal-worker; do start_one "$n"; done
 	for n in history-1 history-2 matching frontend internal-worker; do wait_ready "$n"; done
 	log "registering the namespace and search attributes (deploy/temporal/setup-temporal.sh)"
-	PATH=$bin:$PATH TEMPORAL_ADDRESS=$address TEMPORAL_NAMESPACE=default \
-		timeout 300 sh "$repo/deploy/temporal/setup-temporal.sh" >"$logs/setup-temporal.log" 2>&1 ||
-		die "namespace setup failed: see $logs/setup-temporal.log"
+	# Run again on failure, as compose's restart: on-failure:5 does: a namespace just created
+	# is unknown to the frontend until its namespace cache refreshes (within 10 s).
+	local try
+	for try in 1 2 3 4 5 6; do
+		if PATH=$bin:$PATH TEMPORAL_ADDRESS=$address TEMPORAL_NAMESPACE=default \
+			timeout 300 sh "$repo/deploy/temporal/setup-temporal.sh" >>"$logs/setup-temporal.log" 2>&1; then
+			break
+		fi
+		[ "$try" = 6 ] && die "namespace setup failed: see $logs/setup-temporal.log"
+		sleep 3
+	done
 	for n in ui worker-1 worker-2; do start_one "$n"; done
 	for n in ui worker-1 worker-2; do wait_ready "$n"; done
 	log "up: frontend $address, Web UI http://127.0.0.1:$TEMPORAL_UI_PORT, PostgreSQL 127.0.0.1:$pg_port, logs in $logs"

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
@@ -175,6 +177,18 @@ func TestShowcase(t *testing.T) {
 		assert.Regexp(t, `(?m)^`+name+`\s`, stdout)
 	}
 	assert.NotContains(t, stdout, "FAILED")
+
+	// Each run is listed by visibility once it closed (a label PostgreSQL's visibility could
+	// not store would keep its run out of every list).
+	ids := regexp.MustCompile(`subagent-[0-9a-f-]{36}`).FindAllString(stdout, -1)
+	require.Len(t, ids, 5, stdout)
+	for _, id := range ids {
+		query := fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus != 'Running'", id)
+		require.Eventually(t, func() bool {
+			resp, err := env.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+			return err == nil && len(resp.GetExecutions()) == 1
+		}, time.Minute, 200*time.Millisecond, "visibility lists %s", id)
+	}
 }
 
 // TestNestedFanOut: a run delegates four tasks at once through the subagent tool, each to a

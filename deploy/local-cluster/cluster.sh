@@ -106,8 +106,15 @@ pid() {
 		[ -f "$f" ] || return 1
 		p=$(cat "$f")
 	fi
-	kill -0 "$p" 2>/dev/null || return 1
+	alive "$p" || return 1
 	echo "$p"
+}
+
+# alive reports whether process P runs: a killed process stays a zombie until its parent (an
+# init that may be slow to reap) collects it, and a zombie does not count.
+alive() {
+	kill -0 "$1" 2>/dev/null || return 1
+	[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 
 running() { pid "$1" >/dev/null; }
@@ -244,13 +251,20 @@ stop_one() {
 	fi
 	p=$(pid "$name") || return 0
 	kill -s "$sig" "$p" 2>/dev/null || true
-	case "$sig" in TERM | INT) ;; *) return 0 ;; esac
+	case "$sig" in
+	TERM | INT) ;;
+	KILL)
+		for i in $(seq 100); do alive "$p" || break; sleep 0.1; done
+		return 0
+		;;
+	*) return 0 ;;
+	esac
 	case "$name" in worker-*) grace=300 ;; esac
 	for i in $(seq "$grace"); do
-		kill -0 "$p" 2>/dev/null || break
+		alive "$p" || break
 		sleep 0.1
 	done
-	if kill -0 "$p" 2>/dev/null; then
+	if alive "$p"; then
 		log "$name did not stop on $sig: killing it"
 		kill -KILL "$p" 2>/dev/null || true
 	fi

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -45,7 +49,8 @@ func BatchSummaryOf(ctx context.Context, c tclient.Client, id string) (workflows
 	return sum, err
 }
 
-// listedChild is a child of a batch as visibility lists it.
+// listedChild is a child of a batch as visibility lists it, or as its derived workflow id
+// describes it.
 type listedChild struct {
 	index     int
 	execution *commonpb.WorkflowExecution
@@ -54,29 +59,36 @@ type listedChild struct {
 	taskQueue string
 }
 
+// childOf reads a batch child from its execution info: its task number is in its memo. ok is
+// false for a run no batch started.
+func childOf(info *workflowpb.WorkflowExecutionInfo) (ch listedChild, ok bool) {
+	p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &ch.index) != nil {
+		return ch, false
+	}
+	ch.execution, ch.taskQueue = info.GetExecution(), info.GetTaskQueue()
+	ch.start = info.GetStartTime().AsTime().UnixMilli()
+	if info.GetCloseTime() != nil && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		ch.close = info.GetCloseTime().AsTime().UnixMilli()
+	}
+	return ch, true
+}
+
 // batchChildren lists the StartSubagent runs of batch id (visibility: SubagentBatch = id),
 // with their task numbers from the memo.
 func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedChild, error) {
 	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
 	var children []listedChild
 	var token []byte
-	dc := converter.GetDefaultDataConverter()
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: 1000})
 		if err != nil {
 			return nil, fmt.Errorf("list runs of batch %s: %w", id, err)
 		}
 		for _, info := range resp.GetExecutions() {
-			p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]
-			var n int
-			if p == nil || dc.FromPayload(p, &n) != nil {
-				continue // not started by a Batch
+			if ch, ok := childOf(info); ok {
+				children = append(children, ch)
 			}
-			ch := listedChild{index: n, execution: info.GetExecution(), start: info.GetStartTime().AsTime().UnixMilli(), taskQueue: info.GetTaskQueue()}
-			if info.GetCloseTime() != nil && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				ch.close = info.GetCloseTime().AsTime().UnixMilli()
-			}
-			children = append(children, ch)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -85,27 +97,151 @@ func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedCh
 	return children, nil
 }
 
-// BatchResults reads the result of every finished task of batch id, ordered by task number:
-// one per child run that closed, plus the tasks that could not start (from the batch's
-// summary). A result stored by reference is read back in full (ResolveOutcome).
-func BatchResults(ctx context.Context, c tclient.Client, id string) ([]workflows.BatchResult, error) {
+// describeChild finds the child of task n of batch id by its derived workflow id
+// (workflows.BatchChildWorkflowID), without visibility. ok is false when no such run exists:
+// the task never started, or it runs under a workflow id of its own.
+func describeChild(ctx context.Context, c tclient.Client, id string, n int) (ch listedChild, ok bool, err error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.BatchChildWorkflowID(id, n), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return ch, false, nil
+	}
+	if err != nil {
+		return ch, false, fmt.Errorf("describe task %d of batch %s: %w", n, id, err)
+	}
+	ch, ok = childOf(desc.GetWorkflowExecutionInfo())
+	return ch, ok && ch.index == n, nil
+}
+
+// BatchResultsOptions tunes BatchResults. The zero value reads what is there at once.
+type BatchResultsOptions struct {
+	// Wait is how long to wait for finished tasks whose runs neither visibility lists yet
+	// nor their derived workflow id finds (tasks with ids of their own, on an eventually
+	// consistent visibility store).
+	Wait time.Duration
+	// Missing, when set, is called each time the missing tasks change while waiting.
+	Missing func(MissingResults)
+}
+
+// MissingResults says which finished tasks of a batch have no result yet. Tasks lists their
+// numbers when the batch ended with every task done; otherwise which tasks finished is not
+// known task by task, and Count alone says how many results are short.
+type MissingResults struct {
+	BatchID string
+	Count   int
+	Tasks   []int
+}
+
+// Error implements error: BatchResults returns a *MissingResults when its Wait ran out.
+func (m *MissingResults) Error() string {
+	if len(m.Tasks) == 0 {
+		return fmt.Sprintf("batch %s: %d finished tasks have no result yet: visibility does not list their runs", m.BatchID, m.Count)
+	}
+	shown := m.Tasks
+	more := ""
+	if len(shown) > 20 {
+		shown, more = shown[:20], fmt.Sprintf(" and %d more", len(m.Tasks)-20)
+	}
+	nums := make([]string, len(shown))
+	for i, n := range shown {
+		nums[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("batch %s: %d finished tasks have no result yet (tasks %s%s): visibility does not list their runs",
+		m.BatchID, m.Count, strings.Join(nums, ", "), more)
+}
+
+// BatchResults reads the result of every finished task of batch id, each once, ordered by
+// task number: one per child run that closed, plus the tasks that could not start (from the
+// batch's summary). The batch's own count of finished tasks is the source of truth, not
+// visibility, which may lag (Elasticsearch, Temporal Cloud): a finished task that the list
+// misses is found by its derived workflow id, and when some are still missing it waits up to
+// opts.Wait, then returns the results it has with a *MissingResults error. A result stored
+// by reference is read back in full (ResolveOutcome).
+func BatchResults(ctx context.Context, c tclient.Client, id string, opts BatchResultsOptions) ([]workflows.BatchResult, error) {
 	sum, err := BatchSummaryOf(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
-	children, err := batchChildren(ctx, c, id)
+	found := map[int]listedChild{}
+	skip := map[int]bool{} // tasks that could not start, or whose derived id finds nothing
+	for _, r := range sum.StartErrors {
+		skip[r.Index] = true
+	}
+	deadline := time.Now().Add(opts.Wait)
+	var short, told *MissingResults
+	for {
+		children, err := batchChildren(ctx, c, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, ch := range children {
+			if _, seen := found[ch.index]; !seen && ch.close != 0 {
+				found[ch.index] = ch
+			}
+		}
+		missing := sum.Done - len(sum.StartErrors) - len(found)
+		// Finished tasks that visibility does not list yet: their runs are found by id.
+		for n := 0; n < sum.Total && missing > 0; n++ {
+			if _, seen := found[n]; seen || skip[n] {
+				continue
+			}
+			ch, ok, err := describeChild(ctx, c, id, n)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case ok && ch.close != 0:
+				found[n] = ch
+				missing--
+			case !ok:
+				skip[n] = true
+			}
+		}
+		if missing <= 0 {
+			break
+		}
+		m := &MissingResults{BatchID: id, Count: missing}
+		if sum.Done == sum.Total {
+			for n := range sum.Total {
+				if _, seen := found[n]; !seen && !slices.ContainsFunc(sum.StartErrors, func(r workflows.BatchResult) bool { return r.Index == n }) {
+					m.Tasks = append(m.Tasks, n)
+				}
+			}
+		}
+		if !time.Now().Before(deadline) {
+			short = m
+			break
+		}
+		if opts.Missing != nil && (told == nil || told.Count != m.Count) {
+			opts.Missing(*m)
+			told = m
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	results, err := readChildResults(ctx, c, found)
 	if err != nil {
 		return nil, err
 	}
-	results := slices.Clone(sum.StartErrors)
+	results = append(results, sum.StartErrors...)
+	slices.SortFunc(results, func(a, b workflows.BatchResult) int { return a.Index - b.Index })
+	if short != nil {
+		return results, short
+	}
+	return results, nil
+}
+
+// readChildResults reads the results of the closed children, batchResultFetchers at once.
+func readChildResults(ctx context.Context, c tclient.Client, children map[int]listedChild) ([]workflows.BatchResult, error) {
+	var results []workflows.BatchResult
 	var mu sync.Mutex
 	var firstErr error
 	sem := make(chan struct{}, batchResultFetchers)
 	var wg sync.WaitGroup
 	for _, ch := range children {
-		if ch.close == 0 {
-			continue
-		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -121,11 +257,7 @@ func BatchResults(ctx context.Context, c tclient.Client, id string) ([]workflows
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	slices.SortFunc(results, func(a, b workflows.BatchResult) int { return a.Index - b.Index })
-	return results, nil
+	return results, firstErr
 }
 
 // childResult reads the result of a closed batch child.

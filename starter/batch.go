@@ -163,7 +163,7 @@ func followBatch(ctx context.Context, c client.Client, wr client.WorkflowRun, to
 		return exitError
 	}
 	if outFile != "" {
-		n, err := writeResultsFile(context.Background(), c, wr.GetID(), outFile)
+		n, err := writeResultsFile(context.Background(), c, wr.GetID(), outFile, resultsWait, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "starter batch: %v\n", err)
 			return exitError

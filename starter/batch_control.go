@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
@@ -121,13 +123,14 @@ func runBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("starter batch results", stderr)
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	wait := fs.Duration("wait", resultsWait, "how long to wait for finished tasks that visibility does not list yet")
 	c, id, code, ok := dialID(ctx, fs, args, stderr)
 	if !ok {
 		return code
 	}
 	defer c.Close()
 	if *out != "" {
-		n, err := writeResultsFile(ctx, c, id, *out)
+		n, err := writeResultsFile(ctx, c, id, *out, *wait, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "starter batch results: %v\n", err)
 			return exitError
@@ -135,8 +138,9 @@ func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "%d results of %s in %s\n", n, id, *out)
 		return exitCompleted
 	}
-	results, err := subflow.BatchResults(ctx, c, id)
-	if err != nil {
+	results, err := batchResults(ctx, c, id, *wait, stderr)
+	var short *subflow.MissingResults
+	if err != nil && !errors.As(err, &short) {
 		fmt.Fprintf(stderr, "starter batch results: %s: %v\n", id, err)
 		return exitError
 	}
@@ -144,13 +148,32 @@ func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "starter batch results: %s: %v\n", id, err)
 		return exitError
 	}
+	if short != nil {
+		fmt.Fprintf(stderr, "starter batch results: %v\n", short)
+		return exitError
+	}
 	return exitCompleted
+}
+
+// resultsWait is how long the batch commands wait for results that visibility does not list
+// yet (see subflow.BatchResults).
+const resultsWait = 2 * time.Minute
+
+// batchResults reads the results of batch id, saying on stderr which finished tasks it still
+// waits for.
+func batchResults(ctx context.Context, c client.Client, id string, wait time.Duration, stderr io.Writer) ([]workflows.BatchResult, error) {
+	return subflow.BatchResults(ctx, c, id, subflow.BatchResultsOptions{
+		Wait: wait,
+		Missing: func(m subflow.MissingResults) {
+			fmt.Fprintf(stderr, "starter: %v; waiting up to %v\n", &m, wait)
+		},
+	})
 }
 
 // writeResultsFile writes the results of batch id to path (through a temporary file, so a
 // reader never sees half of it) and returns their count.
-func writeResultsFile(ctx context.Context, c client.Client, id, path string) (int, error) {
-	results, err := subflow.BatchResults(ctx, c, id)
+func writeResultsFile(ctx context.Context, c client.Client, id, path string, wait time.Duration, stderr io.Writer) (int, error) {
+	results, err := batchResults(ctx, c, id, wait, stderr)
 	if err != nil {
 		return 0, fmt.Errorf("read results of %s: %w", id, err)
 	}
@@ -201,7 +224,7 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	defer c.Close()
-	results, err := subflow.BatchResults(ctx, c, id)
+	results, err := batchResults(ctx, c, id, resultsWait, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
 		return exitError

@@ -87,6 +87,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	port := fset.Int("port", 7233, "frontend gRPC `PORT` (0 picks a free one)")
 	uiPort := fset.Int("ui-port", 8233, "Web UI `PORT` (0 picks a free one)")
 	metricsAddr := fset.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
+	connect := fset.Bool("connect", false, "run the showcase once on the Temporal cluster of the client environment (TEMPORAL_ADDRESS, …) and its workers, which must reach this host's temporary directory, instead of on an embedded server")
 	positional, code, ok := parseArgs(fset, args)
 	if !ok {
 		return code
@@ -94,6 +95,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(positional) > 0 {
 		fmt.Fprintf(stderr, "starter demo: unexpected argument %q\n", positional[0])
 		return exitUsage
+	}
+	if *connect {
+		return demoOnCluster(ctx, stdout, stderr)
 	}
 
 	dir, err := os.MkdirTemp("", "subflow-demo-")
@@ -148,6 +152,34 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		srv.FrontendAddr(), filepath.Join(dir, "sdk.json"))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "Stopping.")
+	return code
+}
+
+// demoOnCluster runs the showcase on the cluster the client environment names, with its
+// own workers (deploy/local-cluster, or compose with the workers on this host), and prints
+// the results; it exits 1 when a showcase did not end as it should.
+func demoOnCluster(ctx context.Context, stdout, stderr io.Writer) int {
+	dir, err := os.MkdirTemp("", "subflow-demo-")
+	if err != nil {
+		fmt.Fprintf(stderr, "starter demo: %v\n", err)
+		return exitError
+	}
+	defer os.RemoveAll(dir)
+	if err := writeDemoFiles(dir); err != nil {
+		fmt.Fprintf(stderr, "starter demo: %v\n", err)
+		return exitError
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter demo: %v\n", err)
+		return exitError
+	}
+	defer c.Close()
+	fmt.Fprintf(stdout, "Working dir      %s\n", dir)
+	route := demoRoute(stdout)
+	fmt.Fprintln(stdout, "\nRunning the showcase on the cluster: spawn, fork, structured, sdk child, cancelled…")
+	code := printResults(stdout, runShowcase(ctx, c, dir, route))
+	fmt.Fprintln(stdout, "\nEvery run is a workflow in the cluster's Web UI; query them, e.g. SubagentProvider = 'sdk' or SubagentStopReason = 'aborted'.")
 	return code
 }
 

@@ -1,6 +1,7 @@
 // Command starter starts and inspects subflow delegations (SPEC R-81):
 //
 //	starter demo [--exit]                 embedded Temporal + Web UI + worker, and a showcase
+//	starter demo --connect                the showcase on the cluster of the client environment
 //	starter dev [--port N] [--ui-port N]  embedded Temporal + Web UI + worker, until interrupted
 //	starter run [flags] TASK              start one delegation and wait for its result
 //	starter status ID                     phase, child id, progress and partial output of a run
@@ -41,7 +42,7 @@ const (
 )
 
 const usage = `usage:
-  starter demo [--exit] [--port N] [--ui-port N] [--metrics-addr ADDR]
+  starter demo [--exit] [--port N] [--ui-port N] [--metrics-addr ADDR] | starter demo --connect
   starter dev [--port N] [--ui-port N] [--db FILE] [--no-worker] [--task-queue Q] [--metrics-addr ADDR]
   starter run [flags] TASK        (starter run -h lists the flags)
   starter status [--tree] ID [--json]

@@ -55,7 +55,7 @@ func readResults(t testing.TB, c client.Client, batchID string) map[int]workflow
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	results, err := subflow.BatchResults(ctx, c, batchID)
+	results, err := subflow.BatchResults(ctx, c, batchID, subflow.BatchResultsOptions{Wait: waitLimit / 2})
 	require.NoError(t, err)
 	got := map[int]workflows.BatchResult{}
 	for _, r := range results {

@@ -104,6 +104,13 @@ const (
 // MemoBatchIndex is the memo key of a batch child holding its task's number.
 const MemoBatchIndex = "subflowBatchIndex"
 
+// BatchChildWorkflowID is the workflow id of task n's child in batch, unless the task names
+// its own (Task.ID): derived from the batch id and the task number alone, so a client finds
+// every child of a finished batch without visibility (docs/batches.md).
+func BatchChildWorkflowID(batch string, n int) string {
+	return WorkflowID(batchChildID(batch, n))
+}
+
 // MaxPageTasks bounds the tasks of one TaskPage; the starter also keeps a page under 1 MiB.
 const MaxPageTasks = 500
 

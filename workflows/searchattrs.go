@@ -1,6 +1,10 @@
 package workflows
 
-import "go.temporal.io/sdk/temporal"
+import (
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+)
 
 // Search attributes of StartSubagent (SPEC R-75). They must be registered on the namespace
 // (devserver does it; elsewhere see SearchAttributes) or the workflow's upserts fail.
@@ -27,4 +31,19 @@ var (
 var SearchAttributes = []temporal.SearchAttributeKey{
 	AttrProvider, AttrModel, AttrParent, AttrChild, AttrStopReason, AttrBatch, AttrDepth, AttrLabel,
 	AttrRetryOf, AttrInputTokens, AttrOutputTokens,
+}
+
+// LabelAttribute is the value of SubagentLabel for a run labelled label: the label with
+// ':', "'" and '\' as spaces. PostgreSQL's SQL visibility casts a Text attribute to a
+// tsvector literal, in which those characters are syntax, and a value it cannot parse fails
+// the run's whole visibility row, so the run would never be listed (docs/temporal.md). The
+// label itself is kept as given everywhere else (the request, the run's summary).
+func LabelAttribute(label string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case ':', '\'', '\\':
+			return ' '
+		}
+		return r
+	}, label)
 }

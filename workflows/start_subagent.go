@@ -440,7 +440,7 @@ func startAttrs(in StartInput) []startAttr {
 	keyword(AttrParent, in.Request.Parent.SessionID)
 	keyword(AttrBatch, in.Batch)
 	if in.Request.Label != "" {
-		attrs = append(attrs, startAttr{AttrLabel, AttrLabel.ValueSet(in.Request.Label)})
+		attrs = append(attrs, startAttr{AttrLabel, AttrLabel.ValueSet(LabelAttribute(in.Request.Label))})
 	}
 	if in.ChildID == "" {
 		return attrs

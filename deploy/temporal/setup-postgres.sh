@@ -11,7 +11,7 @@ echo "waiting for PostgreSQL at $POSTGRES_SEEDS:$DB_PORT"
 until nc -z -w 2 "$POSTGRES_SEEDS" "$DB_PORT"; do sleep 1; done
 
 sql() { temporal-sql-tool --plugin postgres12 --ep "$POSTGRES_SEEDS" -p "$DB_PORT" -u "$POSTGRES_USER" "$@"; }
-schema=/etc/temporal/schema/postgresql/v12
+schema=${TEMPORAL_SCHEMA_DIR:-/etc/temporal/schema/postgresql/v12}
 
 for db in temporal temporal_visibility "$SUBFLOW_DB"; do
   sql --db "$db" create || echo "database $db exists"

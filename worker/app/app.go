@@ -27,6 +27,7 @@ import (
 	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/harness/session/storeopen"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/sdkproc/server"
@@ -181,7 +182,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	}
 	opts.Logger.Info("worker ready", zap.String("taskQueue", opts.TaskQueue), zap.Strings("taskQueues", queues),
 		zap.Strings("workspaceRoots", roots),
-		zap.String("sessionStore", describeStore(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
+		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs))
 	if len(ws.ws) == 1 {
 		return ws.ws[0], closeStore, nil

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/subflow-dev/subflow/harness/session/storeopen"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -106,7 +108,7 @@ func TestSessionStoreEnvironmentWinsOverTheRootEnvironment(t *testing.T) {
 	opts, err := Options{}.withDefaults()
 	require.NoError(t, err)
 	assert.Equal(t, "postgres://u:secret@db/subflow", opts.SessionStore)
-	assert.Equal(t, "postgres://u:xxxxx@db/subflow", describeStore(opts.SessionStore), "no password in logs")
+	assert.Equal(t, "postgres://u:xxxxx@db/subflow", storeopen.Describe(opts.SessionStore), "no password in logs")
 
 	opts, err = Options{SessionRoot: "/explicit"}.withDefaults()
 	require.NoError(t, err)
@@ -157,4 +159,38 @@ func TestNewRejectsBadSlotsAndSubagentSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, w)
 	require.NoError(t, cleanup())
+}
+
+// A session store the worker cannot open is named in its error and its log lines without a
+// password, whichever way the password is given (docs/deployment.md): in the URL's userinfo,
+// as a query parameter, or as the key of a key/value connection string, which is read as a
+// Postgres database and never created as a directory.
+func TestSessionStoreSecretsStayOutOfErrorsAndLogs(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	core, logs := observer.New(zapcore.DebugLevel)
+	c, err := client.NewLazyClient(client.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	for _, spec := range []string{
+		"postgres://u:pw-userinfo@127.0.0.1:1/db?password=pw-query&connect_timeout=2",
+		"postgres://u:pw-userinfo@127.0.0.1:notaport/db?password=pw-query",
+		"postgresql://127.0.0.1:1/db?sslmode=disable&PassWord=pw-query&connect_timeout=2",
+		"host=127.0.0.1 port=1 user=u password=pw-kv dbname=db connect_timeout=2",
+		"host=127.0.0.1 port=1 password='pw kv quoted' dbname=db connect_timeout=2",
+		"host=127.0.0.1 port=notaport password=pw-kv",
+	} {
+		_, _, err := New(c, Options{SessionStore: spec, Logger: zap.New(core)})
+		require.Error(t, err, spec)
+		assert.Contains(t, err.Error(), "pgstore", "%s is a Postgres database, not a directory", spec)
+		for _, secret := range []string{"pw-userinfo", "pw-query", "pw-kv", "pw kv quoted"} {
+			assert.NotContains(t, err.Error(), secret, spec)
+			for _, e := range logs.All() {
+				assert.NotContains(t, fmt.Sprint(e.Message, e.ContextMap()), secret, spec)
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "no connection string became a directory")
 }

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
@@ -19,15 +18,7 @@ func openStore(opts Options) (storeopen.Store, func() error, error) {
 	defer cancel()
 	s, err := storeopen.Open(ctx, opts.SessionStore)
 	if err != nil {
-		return nil, nil, fmt.Errorf("app: open session store %s: %w", describeStore(opts.SessionStore), err)
+		return nil, nil, fmt.Errorf("app: open session store %s: %w", storeopen.Describe(opts.SessionStore), err)
 	}
 	return s, s.Close, nil
-}
-
-// describeStore names a session store for logs and errors, without a Postgres password.
-func describeStore(spec string) string {
-	if u, err := url.Parse(spec); err == nil && u.Scheme != "" {
-		return u.Redacted()
-	}
-	return spec
 }

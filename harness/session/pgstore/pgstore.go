@@ -86,7 +86,7 @@ var (
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: open: %w", err) // pgx leaves the password out
+		return nil, parseError(dsn, err)
 	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -5,6 +5,7 @@ package storeopen
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/subflow-dev/subflow/harness/session"
@@ -13,9 +14,9 @@ import (
 )
 
 // EnvVar names the environment variable that chooses a program's session store (worker/app
-// reads it): a postgres:// or postgresql:// URL
-// shares sessions through PostgreSQL (workers on several hosts), anything else is the
-// directory of a file store.
+// reads it): a postgres:// or postgresql:// URL, or a key/value connection string
+// (`host=… dbname=…`), shares sessions through PostgreSQL (workers on several hosts);
+// anything else is the directory of a file store.
 const EnvVar = "SUBFLOW_SESSION_STORE"
 
 // Store is what Open returns: a session store that grants leases and must be closed.
@@ -26,10 +27,11 @@ type Store interface {
 }
 
 // Open opens the store spec names. A spec starting with postgres:// or postgresql:// (in any
-// case) opens the Postgres store on that database (pgstore.Open); any other spec is the root
-// directory of a file store. Key=value connection strings are not recognized: use a URL.
+// case), or a key/value connection string (IsPostgres), opens the Postgres store on that
+// database (pgstore.Open); any other spec is the root directory of a file store. Errors never
+// carry a password: name the store in them with Describe.
 func Open(ctx context.Context, spec string) (Store, error) {
-	if isPostgres(spec) {
+	if IsPostgres(spec) {
 		return pgstore.Open(ctx, spec)
 	}
 	if spec == "" {
@@ -38,7 +40,27 @@ func Open(ctx context.Context, spec string) (Store, error) {
 	return filestore.New(spec)
 }
 
-func isPostgres(spec string) bool {
+// keyValue matches the start of a key/value connection string as libpq and pgx read it: a
+// keyword, optional blanks, then `=`. A directory name never starts so in practice; one that
+// does is read as a connection string, which then fails to parse or connect, and is never
+// created as a directory.
+var keyValue = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// IsPostgres reports whether spec names a Postgres database: a postgres:// or postgresql://
+// URL (in any case), or a key/value connection string (`host=db user=u password=…`).
+func IsPostgres(spec string) bool {
 	scheme, _, ok := strings.Cut(spec, "://")
-	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
+	if ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		return true
+	}
+	return keyValue.MatchString(spec)
+}
+
+// Describe names the store spec names for logs and errors, without any password
+// (pgstore.Redact); a directory is returned as it is.
+func Describe(spec string) string {
+	if !IsPostgres(spec) {
+		return spec
+	}
+	return pgstore.Redact(spec)
 }

@@ -117,9 +117,16 @@ func Run(ctx context.Context, opts Options) int {
 	}
 	go s.out.run()
 	inputDone := make(chan struct{})
-	go s.readLoop(wire.NewDecoder(opts.In, wire.DecoderOptions{OnDiscard: func(err error) {
-		log.Warn("server: discarded input line", zap.Error(err))
-	}}), inputDone)
+	go s.readLoop(wire.NewDecoder(opts.In, wire.DecoderOptions{
+		OnDiscard: func(err error) {
+			log.Warn("server: discarded input line", zap.Error(err))
+		},
+		// A request the runtime cannot read still gets its answer (docs/protocol.md), so
+		// its caller does not wait for one forever.
+		OnBadRequest: func(id json.RawMessage, werr *wire.Error) {
+			go s.answer(&wire.Message{ID: id, Error: werr}, "")
+		},
+	}), inputDone)
 
 	select {
 	case <-s.stop:
@@ -148,6 +155,10 @@ type server struct {
 	handlers map[string]handler
 	// subagentCap is the depth cap of the sessions' subagent tool.
 	subagentCap subagent.MaxDepthSetting
+
+	// inFlight are the ids of the requests being served: a second request with one of them
+	// is refused, not run twice.
+	inFlight wire.InFlight
 
 	callsMu sync.Mutex
 	calls   clientCalls
@@ -256,6 +267,12 @@ func (s *server) readLoop(dec *wire.Decoder, done chan<- struct{}) {
 		}
 		switch m.Kind() {
 		case wire.KindRequest:
+			// Checked here, in reading order, so of two requests with one id the second is
+			// the one refused.
+			if werr := s.inFlight.Begin(m.ID); werr != nil {
+				go s.answer(&wire.Message{ID: m.ID, Error: werr}, m.Method)
+				continue
+			}
 			go s.serve(m)
 		case wire.KindResponse:
 			s.deliverResponse(m)
@@ -266,6 +283,7 @@ func (s *server) readLoop(dec *wire.Decoder, done chan<- struct{}) {
 // serve answers one request. It is written here rather than with wire.Conn because the
 // runtime must know when the shutdown reply has been written: only then may it exit.
 func (s *server) serve(req *wire.Message) {
+	defer s.inFlight.End(req.ID)
 	resp := &wire.Message{ID: req.ID}
 	result, err := s.call(req.Method, req.Params)
 	if err == nil {
@@ -277,11 +295,16 @@ func (s *server) serve(req *wire.Message) {
 	if err != nil {
 		resp.Result, resp.Error = nil, toWireError(err)
 	}
-	if werr := s.enc.Encode(resp); werr != nil {
-		s.log.Warn("server: write response failed", zap.String("method", req.Method), zap.Error(werr))
-	}
+	s.answer(resp, req.Method)
 	if req.Method == wire.MethodShutdown && err == nil {
 		s.stopOnce.Do(func() { close(s.stop) })
+	}
+}
+
+// answer writes the response resp to a request of method ("" when unknown).
+func (s *server) answer(resp *wire.Message, method string) {
+	if werr := s.enc.Encode(resp); werr != nil {
+		s.log.Warn("server: write response failed", zap.String("method", method), zap.Error(werr))
 	}
 }
 

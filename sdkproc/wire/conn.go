@@ -43,6 +43,7 @@ type Conn struct {
 	closer    io.Closer
 	onDiscard func(error)
 	nextID    atomic.Int64
+	inFlight  InFlight // ids of the requests being served
 
 	ctx    context.Context // passed to handlers; cancelled by Close
 	cancel context.CancelFunc
@@ -70,8 +71,7 @@ type response struct {
 // Register handlers, then call Start.
 func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{
-		dec:       NewDecoder(r, DecoderOptions{MaxFrameSize: opts.MaxFrameSize, OnDiscard: opts.OnDiscard}),
+	c := &Conn{
 		enc:       NewEncoder(w),
 		closer:    opts.Closer,
 		onDiscard: opts.OnDiscard,
@@ -81,6 +81,8 @@ func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
 		pending:   make(map[string]chan response),
 		done:      make(chan struct{}),
 	}
+	c.dec = NewDecoder(r, DecoderOptions{MaxFrameSize: opts.MaxFrameSize, OnDiscard: opts.OnDiscard, OnBadRequest: func(id json.RawMessage, werr *Error) { go c.answer(id, werr) }})
+	return c
 }
 
 // Handle registers h for requests of method, replacing any earlier one.
@@ -238,6 +240,11 @@ func (c *Conn) readLoop() {
 		}
 		switch m.Kind() {
 		case KindRequest:
+			// Checked in reading order: of two requests with one id, the second is refused.
+			if werr := c.inFlight.Begin(m.ID); werr != nil {
+				go c.answer(m.ID, werr)
+				continue
+			}
 			go c.serve(m)
 		case KindResponse:
 			c.deliver(m)
@@ -287,6 +294,7 @@ func (c *Conn) deliver(m *Message) {
 // serve runs in its own goroutine, so a slow handler does not stall the
 // read loop and a blocked write cannot deadlock two peers' read loops.
 func (c *Conn) serve(req *Message) {
+	defer c.inFlight.End(req.ID)
 	c.mu.Lock()
 	h := c.handlers[req.Method]
 	c.mu.Unlock()
@@ -301,6 +309,14 @@ func (c *Conn) serve(req *Message) {
 		resp.Result = raw
 	}
 	if err := c.enc.Encode(resp); err != nil && c.onDiscard != nil {
+		c.onDiscard(err)
+	}
+}
+
+// answer writes an error response to a request that is not served: one that could not be
+// read (DecoderOptions.OnBadRequest), or one whose id is in flight already.
+func (c *Conn) answer(id json.RawMessage, werr *Error) {
+	if err := c.enc.Encode(&Message{ID: id, Error: werr}); err != nil && c.onDiscard != nil {
 		c.onDiscard(err)
 	}
 }

@@ -31,6 +31,14 @@ type DecoderOptions struct {
 	// line that was ignored (not JSON, not an object, neither id nor
 	// method, too long). It runs on the decoding goroutine.
 	OnDiscard func(err error)
+
+	// OnBadRequest, if set, is called (after OnDiscard) for every discarded line whose
+	// top-level members make it a request (an id and a method) although it cannot be decoded:
+	// longer than MaxFrameSize, nested deeper than encoding/json accepts, or not JSON past its
+	// id. id is the request's id, or null when that id is longer than MaxIDBytes or not a
+	// string or number; err says why. The peer answers with an error response, so a caller
+	// waiting for the request's answer gets one. It runs on the decoding goroutine.
+	OnBadRequest func(id json.RawMessage, err *Error)
 }
 
 // Decoder reads messages from a stream of newline-terminated lines.
@@ -39,6 +47,9 @@ type Decoder struct {
 	r         *bufio.Reader
 	max       int
 	onDiscard func(error)
+	onBad     func(json.RawMessage, *Error)
+	scan      idScanner // of the line being read, once it outgrows the read buffer
+	scanning  bool
 	line      []byte
 	err       error // sticky: the read error that ended the input
 }
@@ -49,7 +60,7 @@ func NewDecoder(r io.Reader, opts DecoderOptions) *Decoder {
 	if limit <= 0 {
 		limit = DefaultMaxFrameSize
 	}
-	return &Decoder{r: bufio.NewReaderSize(r, readBufferSize), max: limit, onDiscard: opts.OnDiscard}
+	return &Decoder{r: bufio.NewReaderSize(r, readBufferSize), max: limit, onDiscard: opts.OnDiscard, onBad: opts.OnBadRequest}
 }
 
 // Decode returns the next message that is a JSON object with an id, a
@@ -76,9 +87,19 @@ func (d *Decoder) readLine() ([]byte, error) {
 		d.line = nil
 	}
 	d.line = d.line[:0]
+	d.scanning = false
 	size := 0 // bytes of the line so far, terminator excluded
 	for {
 		chunk, err := d.r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull && !d.scanning && d.onBad != nil {
+			// A line longer than the read buffer may end up discarded unread: find its id
+			// on the way, from its first byte.
+			d.scan.reset()
+			d.scanning = true
+		}
+		if d.scanning {
+			d.scan.feed(chunk)
+		}
 		size += len(chunk)
 		if err == nil {
 			size-- // the '\n'
@@ -97,6 +118,13 @@ func (d *Decoder) readLine() ([]byte, error) {
 		}
 		if size > d.max {
 			d.discard(fmt.Errorf("wire: discarded line of %d bytes: %w (max %d)", size, ErrFrameTooLarge, d.max))
+			if !d.scanning {
+				// The whole line came in one read: chunk is all of it.
+				d.scan.reset()
+				d.scan.feed(chunk)
+				d.scanning = true
+			}
+			d.badRequest(nil, CodeInvalidRequest, fmt.Sprintf("request discarded: the frame is %d bytes, over the maximum of %d", size, d.max))
 			return nil, err
 		}
 		return d.line, err
@@ -134,6 +162,7 @@ func (d *Decoder) parse(line []byte) *Message {
 	var m Message
 	if err := json.Unmarshal(line, &m); err != nil {
 		d.discard(fmt.Errorf("wire: ignored line that is not a JSON-RPC message: %s: %v", snippet(line), err))
+		d.badRequest(line, CodeParseError, fmt.Sprintf("request discarded: not a JSON-RPC message: %v", err))
 		return nil
 	}
 	if m.Kind() == KindInvalid {
@@ -141,6 +170,21 @@ func (d *Decoder) parse(line []byte) *Message {
 		return nil
 	}
 	return &m
+}
+
+// badRequest reports a discarded request to OnBadRequest when the line's top-level members
+// make it one: line is the whole line, or nil when it was scanned while read (too long).
+func (d *Decoder) badRequest(line []byte, code int, msg string) {
+	if d.onBad == nil {
+		return
+	}
+	if line != nil && !d.scanning {
+		d.scan.reset()
+		d.scan.feed(line)
+	}
+	if id, ok := d.scan.request(); ok {
+		d.onBad(id, &Error{Code: code, Message: msg})
+	}
 }
 
 func (d *Decoder) discard(err error) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -59,6 +60,7 @@ type Server struct {
 	logGate      zap.AtomicLevel
 	temporal     temporal.Server
 	ui           *uiServer
+	dbLock       *os.File // held while the server runs on Options.DBFile (lockDB)
 
 	stopOnce sync.Once
 	stopErr  error
@@ -87,6 +89,19 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var dbLock *os.File
+	if opts.DBFile != "" {
+		if dbLock, err = lockDB(opts.DBFile); err != nil {
+			return nil, err
+		}
+	}
+	// Until the server is returned, a failure releases the lock.
+	started := false
+	defer func() {
+		if !started && dbLock != nil {
+			dbLock.Close()
+		}
+	}()
 	sqlConf, err := prepareDB(opts)
 	if err != nil {
 		return nil, err
@@ -118,10 +133,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		logGate:      logGate,
 		temporal:     ts,
 		ui:           ui,
+		dbLock:       dbLock,
 	}
 	if ui != nil {
 		s.uiAddr = ui.url
 	}
+	started = true // s.Stop releases the lock from here on
 	if err := s.ready(ctx); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}
@@ -199,6 +216,9 @@ func (s *Server) Stop() error {
 		s.ui.stop()
 		if err := s.temporal.Stop(); err != nil {
 			s.stopErr = fmt.Errorf("devserver: stop server %s: %w", s.frontendAddr, err)
+		}
+		if s.dbLock != nil {
+			s.dbLock.Close()
 		}
 	})
 	return s.stopErr

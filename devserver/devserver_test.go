@@ -177,3 +177,26 @@ func BenchmarkStart(b *testing.B) {
 		})
 	}
 }
+
+// A second server on a database file in use refuses at once, naming the file, and the
+// first keeps serving (before the lock, the second started and the first then failed to
+// take its shards).
+func TestSecondServerOnTheSameDBRefuses(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "dev.db")
+	opts := devserver.Options{DBFile: db, UIPort: devserver.NoUI, Namespace: "subflow-test"}
+	first := start(t, opts)
+	defer first.Stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	second, err := devserver.Start(ctx, opts)
+	if second != nil {
+		second.Stop()
+	}
+	require.ErrorIs(t, err, devserver.ErrDBInUse)
+	assert.Contains(t, err.Error(), db)
+
+	c := dial(t, first)
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "subflow-test"})
+	require.NoError(t, err, "the first server still serves")
+}

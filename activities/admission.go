@@ -28,6 +28,7 @@ type admitter struct {
 	taskQueue string
 	limits    map[string]int
 	rpm       map[string]int
+	limiters  *sync.Map // admissionState.limiters
 }
 
 // unlimitedConcurrency is the concurrency limit of a provider capped per minute only.
@@ -43,6 +44,9 @@ type admissionState struct {
 	mu        sync.Mutex
 	c         client.Client
 	drives    map[string]*progress
+	// limiters are the limiter ids this worker saw a ModelAdmission answer under: the first
+	// acquire of any other checks who holds the id first (squatter).
+	limiters sync.Map
 }
 
 // driveStarted records the client and queue of a drive and its progress; the returned
@@ -95,7 +99,7 @@ func (m *admittedModel) Stream(ctx context.Context, req model.Request, onText fu
 	}
 	adm := model.Admission{OnWait: onWait}
 	if c != nil {
-		ad := &admitter{c: c, taskQueue: queue, limits: s.limits, rpm: s.rpm}
+		ad := &admitter{c: c, taskQueue: queue, limits: s.limits, rpm: s.rpm, limiters: &s.limiters}
 		adm.Admit = func(ctx context.Context, provider string) (func(), error) {
 			onWait(fmt.Sprintf("waiting for rate limit: admission of %s (%s)", provider, s.describe(provider)))
 			defer onWait("")
@@ -126,6 +130,11 @@ func admittedRegistry(models *model.Registry, state *admissionState) *model.Regi
 // returns the function that releases it.
 func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error) {
 	id := workflows.AdmissionWorkflowID(provider)
+	if _, seen := ad.limiters.Load(id); !seen {
+		if err := ad.squatter(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		op := ad.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 			ID:                       id,
@@ -133,7 +142,8 @@ func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			StaticSummary:            fmt.Sprintf("admission of %s model requests", provider),
 		}, workflows.AdmissionWorkflowName, workflows.AdmissionInput{Provider: provider, Limit: ad.limits[provider], RequestsPerMinute: ad.rpm[provider]})
-		h, err := ad.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		actx, cancelAccept := context.WithTimeout(ctx, acceptTimeout)
+		h, err := ad.c.UpdateWithStartWorkflow(actx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: op,
 			UpdateOptions: client.UpdateWorkflowOptions{
 				WorkflowID:   id,
@@ -141,6 +151,7 @@ func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error
 				WaitForStage: client.WorkflowUpdateStageAccepted,
 			},
 		})
+		cancelAccept()
 		var permit string
 		if err == nil {
 			err = h.Get(ctx, &permit)
@@ -151,9 +162,13 @@ func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error
 		}
 		switch {
 		case err == nil:
+			ad.limiters.Store(id, true)
 			return func() { ad.release(id, permit) }, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		}
+		if err := ad.squatter(ctx, id); err != nil {
+			return nil, err
 		}
 		// Refused (the server's cap on in-flight updates, or the limiter continuing as new)
 		// or a transient error: again, after a jittered pause so waiting callers spread out.

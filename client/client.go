@@ -51,7 +51,8 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 // worker serves the cwd's root host-locally), so all its workflow tasks and activities run
 // where its cwd exists; a cwd no worker serves is rejected before anything starts.
 //
-// A request rejected before publication returns a *subagent.ValidationError whose Error()
+// A workflow id in subflow's own namespace (workflows.ReservedIDPrefix) or over the server's
+// length limit is refused before anything starts. A request rejected before publication returns a *subagent.ValidationError whose Error()
 // is exactly the SPEC message and whose Rule names the rule. A run cancelled before
 // publication returns an error wrapping a *temporal.CanceledError. Other failures are
 // wrapped with the workflow id.
@@ -63,6 +64,8 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	id := opts.WorkflowID
 	if id == "" {
 		id = workflows.WorkflowID(in.ChildID)
+	} else if err := workflows.CheckUserWorkflowID(id); err != nil {
+		return workflows.Published{}, nil, err
 	}
 	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), runCwd(in))
 	if err != nil {

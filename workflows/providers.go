@@ -56,6 +56,8 @@ var rejectionTypes = []string{
 	RuleSessionConflict,
 	RuleNoSDKProvider,
 	RuleInvalidSandboxMode,
+	RuleReservedID,
+	RuleInvalidWorkflowID,
 }
 
 // RejectionRules returns the rules of every rejection: the ApplicationError types retry

@@ -125,6 +125,9 @@ func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
 		return r.reject(ctx, ToApplicationError(err))
 	}
+	if err := checkRunID(ctx); err != nil {
+		return r.reject(ctx, err)
+	}
 	if in.Request.Parent.SessionID == "" && in.Root == nil {
 		return r.reject(ctx, ToApplicationError(subagent.Rejectf(RuleMissingParent,
 			"subagent request has no parent session and no root session to create")))

@@ -186,6 +186,9 @@ func (f *batchFlags) plan(path string) (batchPlan, error) {
 	if f.concurrency < 1 {
 		return batchPlan{}, usagef("starter batch: --concurrency must be at least 1: %d", f.concurrency)
 	}
+	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
+		return batchPlan{}, usagef("starter batch: --id: %v", err)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return batchPlan{}, usagef("starter batch: %s: %v", path, err)

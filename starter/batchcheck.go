@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/client"
 
@@ -52,6 +53,11 @@ func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task
 		}
 		if len(line) == 0 && err == io.EOF {
 			break
+		}
+		if !utf8.Valid(line) {
+			// Decoding would replace the bad bytes with U+FFFD and run another task.
+			bad.add(fmt.Sprintf("%s:%d", path, n), errors.New("the line is not valid UTF-8"))
+			continue
 		}
 		t, blank, perr := workflows.ParseTaskLine(line)
 		if blank {
@@ -136,6 +142,9 @@ func routeTasks(ctx context.Context, c client.Client, p *batchPlan) error {
 // bad line stops the batch before anything runs, and checks that the task fits in one
 // payload and that its cwd, when it creates a root session, is a directory.
 func checkTask(t workflows.Task, batchID string, d workflows.TaskDefaults) error {
+	if err := workflows.CheckUserWorkflowID(t.ID); err != nil {
+		return fmt.Errorf("task id: %w", err)
+	}
 	in, err := t.StartInput(batchID, d)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -52,6 +53,7 @@ type runFlags struct {
 	id            string
 	taskQueue     string
 	timeout       time.Duration
+	timeoutSet    bool // --timeout was given, so 0 is refused rather than read as none
 	detach        bool
 	follow        bool
 	json          bool
@@ -73,10 +75,33 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.label, "label", "", "short display label `TEXT`")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` (default subagent-<childId>)")
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
-	fs.DurationVar(&f.timeout, "timeout", 0, "deadline `DURATION` of the run (e.g. 10m): when it passes the child ends aborted with its partial answer")
+	fs.Var(&givenDuration{&f.timeout, &f.timeoutSet}, "timeout", "deadline `DURATION` of the run (e.g. 10m): when it passes the child ends aborted with its partial answer")
 	fs.BoolVar(&f.detach, "detach", false, "print the ids once the child is published and exit")
 	fs.BoolVar(&f.follow, "follow", false, "stream the partial answer (to stderr) while the run goes on")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object: workflowId, runId, childId, depth, stopReason, output, structured")
+}
+
+// givenDuration is a duration flag that records whether it was given, so that a given 0 can
+// be refused instead of meaning "none" as the flag's absence does.
+type givenDuration struct {
+	d     *time.Duration
+	given *bool
+}
+
+func (g *givenDuration) String() string {
+	if g.d == nil || *g.d == 0 {
+		return ""
+	}
+	return g.d.String()
+}
+
+func (g *givenDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("parse error")
+	}
+	*g.d, *g.given = d, true
+	return nil
 }
 
 // parseInterleaved parses args with fs, allowing flags after positional arguments, and
@@ -119,8 +144,16 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	if f.detach && f.follow {
 		return subflow.StartOptions{}, usagef("starter run: --detach and --follow exclude each other")
 	}
-	if f.timeout < 0 {
-		return subflow.StartOptions{}, usagef("starter run: --timeout must be positive: %v", f.timeout)
+	if f.timeout < 0 || f.timeoutSet && f.timeout == 0 {
+		return subflow.StartOptions{}, usagef("starter run: --timeout must be positive: %v (omit it for a run without a deadline)", f.timeout)
+	}
+	for _, v := range []struct{ name, value string }{{"TASK", task}, {"--persona", f.persona}, {"--label", f.label}} {
+		if !utf8.ValidString(v.value) {
+			return subflow.StartOptions{}, usagef("starter run: %s is not valid UTF-8", v.name)
+		}
+	}
+	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
+		return subflow.StartOptions{}, usagef("starter run: --id: %v", err)
 	}
 	if f.tokenBudget < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --token-budget must be a positive integer: %d", f.tokenBudget)
@@ -178,6 +211,11 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		if err != nil {
 			return subflow.StartOptions{}, usagef("starter run: --cwd %s: %v", dir, err)
 		}
+		// A cwd absent here may exist on the worker's host; one that is a file here is not a
+		// directory anywhere the starter can see, and is refused before anything starts.
+		if st, err := os.Stat(abs); err == nil && !st.IsDir() {
+			return subflow.StartOptions{}, usagef("starter run: --cwd %s is not a directory", abs)
+		}
 		t.Cwd = abs
 	}
 	if f.parent == "" && f.model == "" && f.modelProvider == model.ProviderScripted {
@@ -191,6 +229,21 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	// The schema goes in after the conversion: the workflow answers any valid JSON that is
 	// not an object-rooted schema with the SPEC message, which a batch line gets up front.
 	in.Request.OutputSchema = schema
+	// The workflow's own checks, made here so a rejection starts nothing (no failed run is
+	// left behind), with the flag that carries the bad value.
+	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
+		var ve *subagent.ValidationError
+		switch {
+		case !errors.As(err, &ve):
+			return subflow.StartOptions{}, fmt.Errorf("starter run: %w", err)
+		case ve.Rule == subagent.RuleUnsupportedSchema:
+			return subflow.StartOptions{}, usagef("starter run: --schema %s: %s", f.schema, ve.Message)
+		case ve.Rule == subagent.RuleInvalidMaxDepth:
+			return subflow.StartOptions{}, usagef("starter run: --max-depth %s: %s", f.maxDepth, ve.Message)
+		default:
+			return subflow.StartOptions{}, usagef("%s", ve.Message) // the exact message, as the workflow gives it
+		}
+	}
 	if raw, err := json.Marshal(in); err == nil && len(raw) > workflows.MaxStartInputBytes {
 		return subflow.StartOptions{}, usagef("starter run: the request is %d bytes encoded, over the %d bytes one Temporal payload can carry: shorten the task, the schema or the persona",
 			len(raw), workflows.MaxStartInputBytes)

@@ -84,11 +84,10 @@ func TestRunFlagsFillTheRequest(t *testing.T) {
 	assert.Equal(t, "lbl", in.Request.Label)
 }
 
-func TestRunPassesOutOfRangeMaxDepthToTheWorkflow(t *testing.T) {
-	// The workflow answers with the SPEC message; the starter only needs an integer.
-	opts, err := parseRun(t, "--max-depth", "-1", "x")
-	require.NoError(t, err)
-	assert.EqualValues(t, -1, *opts.Input.Request.MaxDepth)
+func TestRunRefusesOutOfRangeMaxDepthBeforeStarting(t *testing.T) {
+	// The workflow's own check, made up front: nothing starts (docs/cli.md).
+	_, err := parseRun(t, "--max-depth", "-1", "x")
+	require.EqualError(t, err, "starter run: --max-depth -1: subagent maxDepth must be a non-negative safe integer")
 }
 
 func TestRunUsageErrors(t *testing.T) {

@@ -259,17 +259,28 @@ func usageSince(events []session.Event, seed int64) session.Usage {
 // host where its child's cwd does not exist.
 const TypeWorkspaceMissing = "workspace-missing"
 
+// TypeSessionMissing is the type of the non-retryable error of a drive whose child the
+// worker's session store does not hold: workers of one queue with separate stores.
+const TypeSessionMissing = "session-missing"
+
 // checkCwd fails non-retryable, naming this host and the path, when the child's cwd is not a
 // directory here: its tools must never run anywhere else.
 func (a *Activities) checkCwd(ctx context.Context, childID string) error {
 	hd, _, err := a.store.Load(ctx, childID)
+	host, _ := os.Hostname()
+	if errors.Is(err, session.ErrNotFound) {
+		// Publish wrote the child before this drive was scheduled: a store without it is
+		// another store, and every retry on this queue would find the same.
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"activities: drive %s: the session is not in the session store of host %s, though it was published: the workers of this task queue use separate session stores; every worker serving a queue (and the same workspace root) must share one store (docs/deployment.md)",
+			childID, host), TypeSessionMissing, err)
+	}
 	if err != nil {
 		return fmt.Errorf("activities: drive %s: %w", childID, err)
 	}
 	if st, err := os.Stat(hd.Cwd); err == nil && st.IsDir() {
 		return nil
 	}
-	host, _ := os.Hostname()
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"activities: drive %s: cwd %s does not exist on host %s; run it where that directory is served",
 		childID, hd.Cwd, host), TypeWorkspaceMissing, nil)

@@ -260,3 +260,20 @@ func requireApplicationError(t *testing.T, err error) *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "want an ApplicationError, got %T: %v", err, err)
 	return appErr
 }
+
+// TestDriveOnAWorkerWithAnotherStore: a drive that lands on a worker whose store does not
+// hold the published child (two hosts with separate stores on one queue) fails at once and
+// non-retryable, saying why, instead of retrying "session not found" for hours.
+func TestDriveOnAWorkerWithAnotherStore(t *testing.T) {
+	f := newFixture(t, `{"text": "never"}`)
+	req := request("hello")
+	publish(t, newEnv(t, f.activities(), worker.Options{}), "child-1", req)
+
+	other := newFixture(t)
+	_, err := drive(newEnv(t, other.activities(), worker.Options{}), "child-1", req)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable())
+	assert.Equal(t, activities.TypeSessionMissing, appErr.Type())
+	assert.Contains(t, appErr.Message(), "separate session stores")
+}

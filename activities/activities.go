@@ -63,6 +63,14 @@ type Config struct {
 	// AdmissionTaskQueue is the task queue of the ModelAdmission workflows; "" means the
 	// drive's own task queue.
 	AdmissionTaskQueue string
+	// WorkspaceRoots are the directories the worker serves runs in, symlink-free; when set,
+	// every run's cwd must resolve under one, checked when the run starts and by every tool
+	// call (docs/deployment.md). Empty serves any cwd.
+	WorkspaceRoots []string
+	// Protected are state directories every child's file tools refuse whatever the cwd,
+	// in-process and sdk alike (docs/sdk-children.md): the sdk runtime's session root, say.
+	// The root of a file session store is added to them.
+	Protected []string
 }
 
 // Activities holds the activity implementations. Register them with Register.
@@ -83,6 +91,8 @@ type Activities struct {
 	client func(ctx context.Context) client.Client
 	// admission is the state of the admitted models (admission.go); nil without limits.
 	admission *admissionState
+	// roots is Config.WorkspaceRoots.
+	roots []string
 }
 
 // New validates cfg and builds the in-process host and the sdk provider.
@@ -130,8 +140,13 @@ func New(cfg Config) (*Activities, error) {
 		admission = &admissionState{limits: limits, rpm: cfg.ModelRequestsPerMinute, taskQueue: cfg.AdmissionTaskQueue, drives: map[string]*progress{}}
 		models = admittedRegistry(models, admission)
 	}
+	protected := append([]string(nil), cfg.Protected...)
+	if r, ok := cfg.Store.(interface{ Root() string }); ok {
+		protected = append(protected, r.Root()) // payloads and batch pages live there too
+	}
 	host, err := inprocess.NewHost(inprocess.Options{
 		Store: cfg.Store, Models: models, Tools: cfg.Tools, Presets: cfg.Presets, Logger: log,
+		Protected: protected, Roots: cfg.WorkspaceRoots,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
@@ -141,10 +156,13 @@ func New(cfg Config) (*Activities, error) {
 		nestedProvider: nestedProvider, nestedMaxDepth: cfg.SubagentMaxDepth,
 		client:    func(ctx context.Context) client.Client { return activity.GetClient(ctx) },
 		admission: admission,
+		roots:     cfg.WorkspaceRoots,
 	}
 	if cfg.SDK.Command != "" {
 		sdkCfg := cfg.SDK
 		sdkCfg.ProviderName = subagent.ProviderSDK
+		sdkCfg.Protected = append(sdkCfg.Protected, protected...)
+		sdkCfg.Roots = cfg.WorkspaceRoots
 		if a.sdk, err = sdkproc.New(sdkCfg, sdkproc.Options{Logger: log}); err != nil {
 			return nil, fmt.Errorf("activities: new: sdk provider: %w", err)
 		}

@@ -279,7 +279,7 @@ func (a *Activities) checkCwd(ctx context.Context, childID string) error {
 		return fmt.Errorf("activities: drive %s: %w", childID, err)
 	}
 	if st, err := os.Stat(hd.Cwd); err == nil && st.IsDir() {
-		return nil
+		return a.checkRoot("drive "+childID, hd.Cwd)
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"activities: drive %s: cwd %s does not exist on host %s; run it where that directory is served",

@@ -27,6 +27,9 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 	if err != nil {
 		return subagent.ParentRef{}, rejection(err)
 	}
+	if err := a.checkRoot("root session "+in.SessionID, in.Root.Cwd); err != nil {
+		return subagent.ParentRef{}, err
+	}
 	h := session.Header{ID: in.SessionID, Cwd: cwd, AgentPreset: in.Root.Preset}
 	if !in.Root.Route.IsZero() {
 		route := in.Root.Route

@@ -51,6 +51,11 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	if err != nil {
 		return workflows.Outcome{}, err
 	}
+	if cwd, err := a.sdk.ChildCwd(req); err == nil {
+		if err := a.checkRoot("sdk child "+in.RunID, cwd); err != nil {
+			return workflows.Outcome{}, err
+		}
+	}
 	stopCh := activity.GetWorkerStopChannel(ctx)
 	// Cancelled by the workflow's cancel (through ctx) and by the worker stopping.
 	runCtx, cancelRun := context.WithCancel(ctx)

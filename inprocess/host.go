@@ -36,6 +36,9 @@ type Options struct {
 	// (tools.Env.Protected). The root of a store with a `Root() string` method (the file
 	// store) is always protected.
 	Protected []string
+	// Roots are the workspace roots every child's cwd must resolve under (tools.Env.Roots);
+	// empty means any cwd.
+	Roots []string
 }
 
 // Host runs in-process children over one session store. It keeps a live registry of the
@@ -49,6 +52,7 @@ type Host struct {
 	log     *zap.Logger
 	// protected is Options.Protected with the store's root.
 	protected []string
+	roots     []string
 
 	mu   sync.Mutex
 	live map[string]*child
@@ -74,6 +78,7 @@ func NewHost(opts Options) (*Host, error) {
 		presets:   opts.Presets,
 		log:       log,
 		protected: protected,
+		roots:     opts.Roots,
 		live:      make(map[string]*child),
 	}, nil
 }

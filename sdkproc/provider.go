@@ -180,7 +180,8 @@ var errChildExited = errors.New("child exited during the handshake")
 
 // handshake sends initialize exactly once and checks the server identity (SPEC R-61).
 func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route session.Route, opts RunOptions) error {
-	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model, Sandbox: opts.Sandbox}
+	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model, Sandbox: opts.Sandbox,
+		Protected: p.cfg.Protected, Roots: p.cfg.Roots}
 	if route.MaxTokens != 0 {
 		params.MaxTokens = json.RawMessage(strconv.FormatInt(route.MaxTokens, 10))
 	}

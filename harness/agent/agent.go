@@ -55,6 +55,9 @@ type Options struct {
 	// Protected are directories the file tools refuse whatever the cwd (tools.Env.Protected):
 	// the session stores.
 	Protected []string
+	// Roots are the workspace roots the cwd must resolve under (tools.Env.Roots); empty
+	// means any cwd.
+	Roots []string
 }
 
 // Agent runs turns for one session. Its methods are safe for concurrent use.
@@ -66,6 +69,7 @@ type Agent struct {
 	stepLimit int
 	log       *zap.Logger
 	protected []string
+	roots     []string
 	interrupt bool // Options.InterruptOnRetryable
 
 	// logMu serialises appends: seq assignment, the store write, state and subscriber
@@ -131,6 +135,7 @@ func Open(ctx context.Context, opts Options) (*Agent, error) {
 		stepLimit: opts.StepLimit,
 		log:       opts.Logger,
 		protected: append([]string(nil), opts.Protected...),
+		roots:     append([]string(nil), opts.Roots...),
 		interrupt: opts.InterruptOnRetryable,
 		st:        st,
 		subs:      make(map[int]func(session.Event)),
@@ -230,6 +235,7 @@ func (a *Agent) env() tools.Env {
 		SandboxMode:    a.st.sandbox,
 		ApprovalPolicy: a.st.approval,
 		Protected:      a.protected,
+		Roots:          a.roots,
 	}
 }
 

@@ -148,3 +148,30 @@ func TestFileToolsRefuseProtectedDirs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "beta transcript\n", string(data))
 }
+
+// TestFileToolsRefuseACwdOutsideTheRoots: with workspace roots set, a cwd that resolves
+// outside them — a symlink under a root pointing out of it — is refused to every file tool
+// (docs/deployment.md), and a cwd under a root works.
+func TestFileToolsRefuseACwdOutsideTheRoots(t *testing.T) {
+	f := newFixture(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	writeTestFile(t, filepath.Join(f.cwd, "secret.txt"), "outside\n")
+	require.NoError(t, os.Symlink(f.cwd, filepath.Join(root, "link")))
+	env := Env{Cwd: filepath.Join(root, "link"), Roots: []string{root}}
+	for tool, input := range map[string]map[string]any{
+		"read_file":  {"path": "secret.txt"},
+		"list_dir":   {},
+		"grep":       {"pattern": "outside"},
+		"write_file": {"path": "secret.txt", "content": "overwritten"},
+	} {
+		res := f.runEnv(t, env, tool, input)
+		require.True(t, res.IsError, tool)
+		assert.Contains(t, resultText(res), "outside the workspace roots this worker serves ("+root+")", tool)
+	}
+	writeTestFile(t, filepath.Join(root, "in.txt"), "inside\n")
+	assert.Contains(t, requireOK(t, f.runEnv(t, Env{Cwd: root, Roots: []string{root}}, "read_file", map[string]any{"path": "in.txt"})), "inside")
+	data, err := os.ReadFile(filepath.Join(f.cwd, "secret.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "outside\n", string(data))
+}

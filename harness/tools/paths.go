@@ -47,6 +47,11 @@ func openWorkspace(ctx context.Context, tool string, env Env) (*workspace, error
 	if err != nil {
 		return nil, fmt.Errorf("%s: working directory %q: %w", tool, cwd, unwrapPathError(err))
 	}
+	if len(env.Roots) > 0 && !underAny(real, env.Roots) {
+		root.Close()
+		return nil, fmt.Errorf("%s: working directory %q resolves to %s, which lies outside the workspace roots this worker serves (%s)",
+			tool, cwd, real, strings.Join(env.Roots, ", "))
+	}
 	w := &workspace{ctx: ctx, tool: tool, cwd: cwd, real: real, root: root}
 	for _, p := range env.Protected {
 		if rp, err := filepath.EvalSymlinks(p); err == nil {
@@ -116,6 +121,16 @@ func (w *workspace) resolve(p string) (string, error) {
 		return "", w.pathErr(p, "is inside a session store, which the file tools cannot access")
 	}
 	return rel, nil
+}
+
+// underAny reports whether the absolute path p is one of dirs or lies under one.
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if rel, err := filepath.Rel(d, p); err == nil && !escapes(rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // isProtected reports whether the absolute, symlink-free path real is one of Env.Protected or

@@ -59,6 +59,11 @@ type Env struct {
 	// Protected are absolute directories the file tools refuse to touch, whatever the cwd:
 	// the session stores, whose transcripts belong to other runs.
 	Protected []string
+	// Roots, when set, are the absolute, symlink-free workspace roots the worker serves: the
+	// cwd, resolved, must lie under one of them, or every file tool refuses to run (a cwd
+	// that is a symlink out of a root, or one set by a run started around the starter;
+	// docs/deployment.md). Empty means any cwd.
+	Roots []string
 }
 
 // Call is one tool call the model asked for. Input is a JSON object.

@@ -58,6 +58,11 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	if !filepath.IsAbs(p.Cwd) {
 		return nil, fmt.Errorf("initialize cwd must be an absolute path: %q", p.Cwd)
 	}
+	for _, d := range append(append([]string(nil), p.Protected...), p.Roots...) {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("initialize protected and roots must be absolute paths: %q", d)
+		}
+	}
 	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("initialize cwd is not an accessible directory: %q", p.Cwd)
 	}
@@ -78,6 +83,8 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 		return nil, fmt.Errorf("initialize: open session store: %w", err)
 	}
 	s.store, s.cwd, s.route, s.sandbox, s.maxDepth = store, p.Cwd, &route, p.Sandbox, maxDepth
+	s.protected = append([]string{s.sessionRoot}, p.Protected...)
+	s.roots = p.Roots
 	return wire.InitializeResult{ServerInfo: wire.ServerInfo{Name: wire.ServerName, Version: s.version}}, nil
 }
 
@@ -128,7 +135,7 @@ func (s *server) sessionLocked(ctx context.Context, id string) (*sessionState, e
 	}
 	a, err := agent.Open(ctx, agent.Options{
 		Store: s.store, SessionID: id, Models: s.models, Tools: s.tools, Preset: s.preset,
-		Logger: s.log, Protected: []string{s.sessionRoot},
+		Logger: s.log, Protected: s.protected, Roots: s.roots,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("session/prompt %s: %w", id, err)

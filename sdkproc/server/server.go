@@ -174,9 +174,11 @@ type server struct {
 	mu           sync.Mutex
 	route        *session.Route // set by initialize
 	cwd          string
-	sandbox      string // the delegating parent's sandbox mode, set by initialize
-	maxDepth     *int64 // the remaining delegation depth, set by initialize
-	sessionRoot  string // Options.SessionRoot or DefaultSessionRoot
+	sandbox      string   // the delegating parent's sandbox mode, set by initialize
+	maxDepth     *int64   // the remaining delegation depth, set by initialize
+	sessionRoot  string   // Options.SessionRoot or DefaultSessionRoot
+	protected    []string // sessionRoot and the client's state directories, set by initialize
+	roots        []string // the client's workspace roots, set by initialize
 	store        *filestore.Store
 	sessions     map[string]*sessionState
 	shuttingDown bool

@@ -363,3 +363,32 @@ func TestDelegatedPolicyReachesSessions(t *testing.T) {
 	assert.Equal(t, session.TypeApprovalPolicy, logged[1].Type)
 	assert.NoFileExists(t, filepath.Join(r.cwd, "x.txt"))
 }
+
+// TestToolsRefuseTheClientsStateDirs: the directories initialize names as protected (the
+// worker's file store, its payloads) are refused to the runtime's file tools whatever the
+// cwd, like the runtime's own sessions (docs/sdk-children.md).
+func TestToolsRefuseTheClientsStateDirs(t *testing.T) {
+	r := startRuntime(t)
+	store := filepath.Join(r.cwd, "worker-sessions")
+	require.NoError(t, os.MkdirAll(filepath.Join(store, "other-run"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(store, "other-run", "events.jsonl"), []byte("another run's transcript\n"), 0o600))
+	script := r.script(
+		`{"toolCalls": [{"name": "read_file", "input": {"path": "worker-sessions/other-run/events.jsonl"}}]}`,
+		`{"text": "done"}`,
+	)
+	var res wire.InitializeResult
+	require.NoError(t, r.call(wire.MethodInitialize, wire.InitializeParams{
+		Cwd: r.cwd, Provider: "scripted", Model: script, Protected: []string{store},
+	}, &res))
+	r.prompt("s1", "read it")
+	var result *session.ToolResultData
+	for _, ev := range events(r.notes.waitIdle(t, "s1")) {
+		if ev.Type == session.TypeToolResult {
+			result = &session.ToolResultData{}
+			require.NoError(t, ev.Decode(result))
+		}
+	}
+	require.NotNil(t, result)
+	assert.True(t, result.IsError)
+	assert.Contains(t, session.JoinText(result.Content), "inside a session store")
+}

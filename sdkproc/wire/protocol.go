@@ -46,6 +46,12 @@ type InitializeParams struct {
 	MaxTokens json.RawMessage `json:"maxTokens,omitempty"`
 	Sandbox   string          `json:"sandbox,omitempty"`
 	MaxDepth  json.RawMessage `json:"maxDepth,omitempty"`
+	// Protected are absolute directories the runtime's file tools must refuse whatever the
+	// cwd, besides its own session store: the client's state (its session store, payloads).
+	// Roots, when set, are the workspace roots the client serves: every tool call's cwd,
+	// resolved, must lie under one. Both are subflow extensions (docs/protocol.md).
+	Protected []string `json:"protected,omitempty"`
+	Roots     []string `json:"roots,omitempty"`
 }
 
 // ServerInfo identifies the runtime.

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,6 +135,10 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 			return nil, nil, fmt.Errorf("app: %w", err)
 		}
 	}
+	roots, err := resolveRoots(opts.WorkspaceRoots)
+	if err != nil {
+		return nil, nil, err
+	}
 	acts, err := activities.New(activities.Config{
 		Store:   store,
 		Models:  model.NewDefaultRegistry(),
@@ -149,6 +155,9 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		ModelConcurrency:       opts.ModelConcurrency,
 		ModelRequestsPerMinute: opts.ModelRequestsPerMinute,
 		AdmissionTaskQueue:     opts.TaskQueue,
+
+		WorkspaceRoots: roots,
+		Protected:      sdkSessionRoots(opts),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
@@ -176,12 +185,12 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		activities.Register(qw, acts)
 		ws.ws = append(ws.ws, qw)
 	}
-	roots := make([]string, len(opts.WorkspaceRoots))
+	served := make([]string, len(opts.WorkspaceRoots))
 	for i, r := range opts.WorkspaceRoots {
-		roots[i] = r.String()
+		served[i] = r.String()
 	}
 	opts.Logger.Info("worker ready", zap.String("taskQueue", opts.TaskQueue), zap.Strings("taskQueues", queues),
-		zap.Strings("workspaceRoots", roots),
+		zap.Strings("workspaceRoots", served),
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs))
 	if len(ws.ws) == 1 {
@@ -300,4 +309,46 @@ func sdkConfig(opts Options) sdkproc.Config {
 		}
 	}
 	return cfg
+}
+
+// resolveRoots returns the directories of the served roots with their symlinks resolved:
+// the form the activities and the tools compare a resolved cwd with. A root that does not
+// exist here is an error: the worker could serve nothing under it.
+func resolveRoots(roots []subflow.WorkspaceRoot) ([]string, error) {
+	var dirs []string
+	for _, r := range roots {
+		real, err := filepath.EvalSymlinks(r.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("app: workspace root %s: %w", r, err)
+		}
+		dirs = append(dirs, real)
+	}
+	return dirs, nil
+}
+
+// sdkSessionRoots are the directories the sdk child runtime may keep its sessions in, for
+// every child's file tools to refuse (docs/sdk-children.md): a --session-root among the sdk
+// args, else the runtime's default as the child computes it (its environment has HOME but
+// not XDG_STATE_HOME unless passed), and as this process would.
+func sdkSessionRoots(opts Options) []string {
+	var roots []string
+	for i, a := range opts.SDKArgs {
+		if v, ok := strings.CutPrefix(a, "--session-root="); ok {
+			roots = append(roots, v)
+		} else if (a == "--session-root" || a == "-session-root") && i+1 < len(opts.SDKArgs) {
+			roots = append(roots, opts.SDKArgs[i+1])
+		}
+	}
+	if r, err := server.DefaultSessionRoot(); err == nil {
+		roots = append(roots, r)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		roots = append(roots, filepath.Join(home, ".local", "state", "subflow", "sdk-sessions"))
+	}
+	for i, r := range roots {
+		if abs, err := filepath.Abs(r); err == nil {
+			roots[i] = abs
+		}
+	}
+	return roots
 }

@@ -194,3 +194,15 @@ func TestSessionStoreSecretsStayOutOfErrorsAndLogs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "no connection string became a directory")
 }
+
+// The sdk runtime's session root, wherever the child keeps it, is among the directories the
+// children's file tools refuse (docs/sdk-children.md).
+func TestSDKSessionRootsAreProtected(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	roots := sdkSessionRoots(Options{SDKArgs: []string{"child-runtime", "--session-root", "/srv/sdk", "--session-root=/srv/sdk2"}})
+	assert.Subset(t, roots, []string{"/srv/sdk", "/srv/sdk2",
+		filepath.Join(home, "state", "subflow", "sdk-sessions"),
+		filepath.Join(home, ".local", "state", "subflow", "sdk-sessions")})
+}

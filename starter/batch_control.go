@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	subflow "github.com/subflow-dev/subflow/client"
@@ -206,15 +207,18 @@ func encodeResults(w io.Writer, results []workflows.BatchResult) error {
 	return nil
 }
 
-// notCompleted reports whether a result is one `starter batch retry` runs again: a failure,
-// or a run that ended other than completed (error, aborted, max-tokens, refusal).
-func notCompleted(r workflows.BatchResult) bool {
-	return r.Error != "" || r.StopReason != subagent.StopCompleted
+// completed reports whether a result is one `starter batch retry` does not run again: a
+// run that ended completed. Every other task of the batch is retried: failed, aborted,
+// max-tokens, refused, and never started.
+func completed(r workflows.BatchResult) bool {
+	return r.Error == "" && r.StopReason == subagent.StopCompleted
 }
 
-// runBatchRetry starts a new batch of the tasks of batch ID that did not complete (error,
-// aborted, max-tokens), each as it was started the first time, linked to the first batch by
-// the SubagentRetryOf search attribute. It then follows the new batch like `starter batch`.
+// runBatchRetry starts a new batch of the tasks of batch ID that did not complete (failed,
+// aborted, max-tokens, never started: every task without a completed result), each as it was
+// started the first time or, never started, as the batch was given it, linked to the first
+// batch by the SubagentRetryOf search attribute. A batch still running is refused (exit 2):
+// its tasks are not settled. It then follows the new batch like `starter batch`.
 func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("starter batch retry", stderr)
 	var f batchFlags
@@ -224,34 +228,80 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	defer c.Close()
+	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
+		fmt.Fprintf(stderr, "starter batch retry: --id: %v\n", err)
+		return exitUsage
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
+		return exitError
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		sum, _ := subflow.BatchSummaryOf(ctx, c, id)
+		fmt.Fprintf(stderr, "starter batch retry: %s is still running (%d of %d tasks done): retry it once it ended, or cancel it first (`starter batch cancel %s`)\n",
+			id, sum.Done, sum.Total, id)
+		return exitUsage
+	}
 	results, err := batchResults(ctx, c, id, resultsWait, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
 		return exitError
 	}
+	given, defaults, err := subflow.BatchTasks(ctx, c, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
+		return exitError
+	}
+	started := map[int]string{} // the workflow id each task ran as
+	done := map[int]bool{}
+	for _, r := range results {
+		if completed(r) {
+			done[r.Index] = true
+		} else if r.WorkflowID != "" {
+			started[r.Index] = r.WorkflowID
+		}
+	}
+	total := len(given)
+	if sum, err := subflow.BatchSummaryOf(ctx, c, id); err == nil {
+		total = max(total, sum.Total)
+	}
 	var (
 		tasks   []workflows.Task
-		retried []string // the workflow id each task ran as
+		retried []string // where each task comes from, for errors
+		lost    []int    // tasks neither started nor found in the batch's history
 	)
-	skipped := 0
-	for _, r := range results {
-		if !notCompleted(r) {
+	for i := range total {
+		if done[i] {
 			continue
 		}
-		if r.WorkflowID == "" {
-			skipped++ // never started: no input kept
+		if wid, ok := started[i]; ok {
+			in, err := subflow.StartInputOf(ctx, c, wid, "")
+			if err != nil {
+				fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
+				return exitError
+			}
+			tasks = append(tasks, workflows.TaskOf(in))
+			retried = append(retried, "retry of "+wid)
 			continue
 		}
-		in, err := subflow.StartInputOf(ctx, c, r.WorkflowID, "")
+		t, ok := given[i]
+		if !ok {
+			lost = append(lost, i)
+			continue
+		}
+		in, err := t.StartInput("", defaults)
 		if err != nil {
-			fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
+			fmt.Fprintf(stderr, "starter batch retry: task %d of %s: %v\n", i, id, err)
 			return exitError
 		}
-		tasks = append(tasks, workflows.TaskOf(in))
-		retried = append(retried, r.WorkflowID)
+		flat := workflows.TaskOf(in)
+		flat.Timeout = t.Timeout
+		tasks = append(tasks, flat)
+		retried = append(retried, fmt.Sprintf("retry of task %d of %s", i, id))
 	}
-	if skipped > 0 {
-		fmt.Fprintf(stderr, "starter batch retry: %d tasks of %s never started and are not retried (see `starter batch results %s`)\n", skipped, id, id)
+	if len(lost) > 0 {
+		fmt.Fprintf(stderr, "starter batch retry: %d tasks of %s were never handed to the batch and cannot be retried (first: task %d)\n", len(lost), id, lost[0])
 	}
 	if len(tasks) == 0 {
 		fmt.Fprintf(stderr, "starter batch retry: every task of %s completed\n", id)
@@ -260,7 +310,7 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 	p := batchPlan{in: workflows.BatchInput{
 		BatchID: f.id, Concurrency: f.concurrency, ContinueAsNewAfter: f.continueAsNewAfter,
 		TaskQueue: f.taskQueue, RetryOf: id, Total: len(tasks),
-	}, outFile: f.out, source: "retry of " + id, where: func(i int) string { return "retry of " + retried[i] }}
+	}, outFile: f.out, source: "retry of " + id, where: func(i int) string { return retried[i] }}
 	if p.in.BatchID == "" {
 		p.in.BatchID = "batch-" + uuid.NewString()
 	}

@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // TypeOutsideWorkspace is the type of the non-retryable error of a run whose cwd, resolved,
 // lies outside every workspace root the worker serves (Config.WorkspaceRoots).
-const TypeOutsideWorkspace = "outside-workspace"
+const TypeOutsideWorkspace = workflows.RuleOutsideWorkspace
 
 // checkRoot fails non-retryable, naming this host, the cwd (and what it resolves to) and the
 // served roots, when the worker serves workspace roots and cwd does not resolve under one of

@@ -58,6 +58,7 @@ var rejectionTypes = []string{
 	RuleInvalidSandboxMode,
 	RuleReservedID,
 	RuleInvalidWorkflowID,
+	RuleOutsideWorkspace,
 }
 
 // RejectionRules returns the rules of every rejection: the ApplicationError types retry

@@ -125,7 +125,7 @@ func prepareDB(opts Options) (*config.SQL, error) {
 
 // serverConfig is the static configuration of a single-host cluster on SQLite, as the
 // Temporal CLI's start-dev builds it: one history shard, no archival, no metrics listener.
-func serverConfig(opts Options, p ports, sqlConf *config.SQL) *config.Config {
+func serverConfig(opts Options, p ports, sqlConf *config.SQL, stls *serverTLS) *config.Config {
 	frontendAddr := net.JoinHostPort(dialHost(opts.IP), strconv.Itoa(p.frontend))
 	var conf config.Config
 	conf.Global.Membership.BroadcastAddress = localhost
@@ -160,6 +160,7 @@ func serverConfig(opts Options, p ports, sqlConf *config.SQL) *config.Config {
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = frontendAddr
+	stls.apply(&conf)
 	return &conf
 }
 

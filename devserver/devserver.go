@@ -49,6 +49,9 @@ type Options struct {
 	LogWriter io.Writer
 	// Logger, when set, receives the server's logs instead; LogLevel and LogWriter are ignored.
 	Logger *zap.Logger
+	// TLS, when set, serves the frontend over TLS, with client certificates required when it
+	// names a client CA (docs/auth.md). Nil serves plain gRPC.
+	TLS *TLS
 }
 
 // Server is a running dev server. Its methods are safe for concurrent use.
@@ -60,7 +63,8 @@ type Server struct {
 	logGate      zap.AtomicLevel
 	temporal     temporal.Server
 	ui           *uiServer
-	dbLock       *os.File // held while the server runs on Options.DBFile (lockDB)
+	dbLock       *os.File   // held while the server runs on Options.DBFile (lockDB)
+	tls          *serverTLS // nil without TLS
 
 	stopOnce sync.Once
 	stopErr  error
@@ -81,11 +85,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	logger := serverlog.NewZapLogger(zl)
 
+	stls, err := loadTLS(opts.TLS, opts.IP)
+	if err != nil {
+		return nil, err
+	}
 	p, err := pickPorts(opts)
 	if err != nil {
 		return nil, err
 	}
-	ui, err := newUIServer(opts, p.frontend)
+	ui, err := newUIServer(opts, p.frontend, stls)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +120,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	ts, err := temporal.NewServer(
-		temporal.WithConfig(serverConfig(opts, p, sqlConf)),
+		temporal.WithConfig(serverConfig(opts, p, sqlConf, stls)),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(staticHosts(opts, p)),
 		temporal.WithLogger(logger),
@@ -134,6 +142,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		temporal:     ts,
 		ui:           ui,
 		dbLock:       dbLock,
+		tls:          stls,
 	}
 	if ui != nil {
 		s.uiAddr = ui.url
@@ -185,14 +194,19 @@ func (s *Server) Namespace() string { return s.namespace }
 
 // ClientOptions are client options for this server and its namespace, logging to the server's
 // logger, without request compression (the server is on this host: gzip would only cost
-// both ends CPU); callers may change them before client.Dial.
+// both ends CPU); callers may change them before client.Dial. With TLS they present the
+// server's internal client certificate and trust exactly the server's certificate.
 func (s *Server) ClientOptions() client.Options {
-	return client.Options{
+	opts := client.Options{
 		HostPort:          s.frontendAddr,
 		Namespace:         s.namespace,
 		Logger:            serverlog.NewSdkLogger(s.logger),
 		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
 	}
+	if s.tls != nil {
+		opts.ConnectionOptions.TLS = s.tls.clientConfig()
+	}
+	return opts
 }
 
 // NewClient dials a client with ClientOptions. The caller closes it.

@@ -2,6 +2,7 @@ package devserver
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,7 +26,7 @@ type uiServer struct {
 }
 
 // newUIServer configures the UI for opts, or returns nil with NoUI. It does not listen yet.
-func newUIServer(opts Options, frontendPort int) (*uiServer, error) {
+func newUIServer(opts Options, frontendPort int, stls *serverTLS) (*uiServer, error) {
 	if opts.UIPort == NoUI {
 		return nil, nil
 	}
@@ -37,7 +38,16 @@ func newUIServer(opts Options, frontendPort int) (*uiServer, error) {
 		}
 	}
 	host := dialHost(opts.IP)
+	var uiTLS uiconfig.TLS
+	if stls != nil {
+		b64 := base64.StdEncoding.EncodeToString
+		uiTLS = uiconfig.TLS{
+			CaData: b64(stls.leafPEM), CertData: b64(stls.clientPEM.cert), KeyData: b64(stls.clientPEM.key),
+			ServerName: stls.serverName, EnableHostVerification: true,
+		}
+	}
 	srv := uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+		TLS:                 uiTLS,
 		Host:                opts.IP,
 		Port:                port,
 		TemporalGRPCAddress: net.JoinHostPort(host, strconv.Itoa(frontendPort)),

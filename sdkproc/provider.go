@@ -17,6 +17,7 @@ import (
 	"github.com/subflow-dev/subflow/sdkproc/wire"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/subagent/workdir"
+	"github.com/subflow-dev/subflow/telemetry"
 )
 
 // ErrAbortedBeforeStart is returned by Start when its context is done before the handshake
@@ -181,7 +182,8 @@ var errChildExited = errors.New("child exited during the handshake")
 // handshake sends initialize exactly once and checks the server identity (SPEC R-61).
 func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route session.Route, opts RunOptions) error {
 	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model, Sandbox: opts.Sandbox,
-		Protected: p.cfg.Protected, Roots: p.cfg.Roots}
+		Protected: p.cfg.Protected, Roots: p.cfg.Roots,
+		TraceParent: telemetry.TraceParent(ctx)}
 	if route.MaxTokens != 0 {
 		params.MaxTokens = json.RawMessage(strconv.FormatInt(route.MaxTokens, 10))
 	}

@@ -3,12 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"sync"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
+
+	"github.com/subflow-dev/subflow/telemetry"
+	"github.com/subflow-dev/subflow/telemetry/temporalotel"
 )
 
 // dial connects to the Temporal server named by the standard client environment
@@ -20,6 +26,9 @@ func dial(ctx context.Context) (client.Client, error) {
 		return nil, fmt.Errorf("starter: load Temporal client config: %w", err)
 	}
 	opts.Logger = quietLogger()
+	if err := traceClient(ctx, &opts); err != nil {
+		return nil, err
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		addr := opts.HostPort
@@ -29,6 +38,36 @@ func dial(ctx context.Context) (client.Client, error) {
 		return nil, fmt.Errorf("starter: connect to Temporal at %s (set TEMPORAL_ADDRESS, or start one with `starter dev`): %w", addr, err)
 	}
 	return c, nil
+}
+
+// starterTracing is the tracing of the starter's process, set up on the first traceClient.
+var starterTracing struct {
+	once         sync.Once
+	t            *telemetry.Tracing
+	interceptors []interceptor.ClientInterceptor
+	err          error
+}
+
+// traceClient adds the tracing interceptor to opts when the environment asks for traces
+// (docs/tracing.md); main flushes the spans before the process exits (flushTraces).
+func traceClient(ctx context.Context, opts *client.Options) error {
+	st := &starterTracing
+	st.once.Do(func() {
+		var copts client.Options
+		if st.t, st.err = temporalotel.Setup(ctx, telemetry.ServiceStarter, &copts); st.err != nil {
+			st.err = fmt.Errorf("starter: %w", st.err)
+		}
+		st.interceptors = copts.Interceptors
+	})
+	opts.Interceptors = append(opts.Interceptors, st.interceptors...)
+	return st.err
+}
+
+// flushTraces exports the starter's last spans.
+func flushTraces(stderr io.Writer) {
+	if err := starterTracing.t.Shutdown(); err != nil {
+		fmt.Fprintf(stderr, "starter: %v\n", err)
+	}
 }
 
 // quietLogger logs warnings and errors to stderr.

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/worker/app"
@@ -21,6 +23,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task `QUEUE` of the worker")
 	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	slots := fs.Int("max-concurrent-activities", 0, "activity slots of the worker (default: the Temporal SDK's)")
+	tlsCert := fs.String("tls-cert", "", "serve the frontend over TLS with the certificate `FILE` (PEM; needs --tls-key)")
+	tlsKey := fs.String("tls-key", "", "private key `FILE` of --tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by a CA of `FILE` (mutual TLS)")
+	tlsDev := fs.String("tls-dev", "", "serve mutual TLS with a throwaway CA and certificates written to `DIR` (made if absent, reused if there)")
 	positional, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -30,7 +36,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	srv, err := devserver.Start(ctx, devserver.Options{Port: *port, UIPort: *uiPort, DBFile: *db})
+	serverTLS, devCerts, err := devTLS(*tlsCert, *tlsKey, *tlsClientCA, *tlsDev)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter dev: %v\n", err)
+		return exitUsage
+	}
+	srv, err := devserver.Start(ctx, devserver.Options{Port: *port, UIPort: *uiPort, DBFile: *db, TLS: serverTLS})
 	if err != nil {
 		fmt.Fprintf(stderr, "starter dev: %v\n", err)
 		return exitError
@@ -56,9 +67,41 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Worker           task queue %s\n", *taskQueue)
 	}
 	fmt.Fprintf(stdout, "\nPoint clients and workers at it:\n  export TEMPORAL_ADDRESS=%s\n", srv.FrontendAddr())
+	switch {
+	case devCerts != nil:
+		fmt.Fprintf(stdout, "  export TEMPORAL_TLS_SERVER_CA_CERT_PATH=%s\n  export TEMPORAL_TLS_CLIENT_CERT_PATH=%s\n  export TEMPORAL_TLS_CLIENT_KEY_PATH=%s\n",
+			devCerts.CA, devCerts.ClientCert, devCerts.ClientKey)
+	case serverTLS != nil:
+		fmt.Fprintln(stdout, "  export TEMPORAL_TLS=true   (and TEMPORAL_TLS_* for your CA and client certificate, docs/auth.md)")
+	}
 	fmt.Fprintf(stdout, "  go run ./starter run --model-provider scripted --model script.json \"your task\"\n")
 	fmt.Fprintln(stdout, "\nServing until interrupted (Ctrl-C).")
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "Stopping.")
 	return exitCompleted
+}
+
+// devTLS is the TLS of `starter dev` from its flags: none, the given files, or (--tls-dev)
+// generated dev certificates, whose paths it also returns.
+func devTLS(cert, key, clientCA, devDir string) (*devserver.TLS, *devserver.DevCerts, error) {
+	if devDir != "" {
+		if cert != "" || key != "" || clientCA != "" {
+			return nil, nil, errors.New("--tls-dev makes its own certificates: drop --tls-cert, --tls-key and --tls-client-ca")
+		}
+		if err := os.MkdirAll(devDir, 0o700); err != nil {
+			return nil, nil, err
+		}
+		certs, err := devserver.GenerateDevCerts(devDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return certs.TLS(), &certs, nil
+	}
+	if cert == "" && key == "" && clientCA == "" {
+		return nil, nil, nil
+	}
+	if cert == "" || key == "" {
+		return nil, nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	return &devserver.TLS{CertFile: cert, KeyFile: key, ClientCAFile: clientCA}, nil, nil
 }

@@ -44,6 +44,7 @@ const (
 const usage = `usage:
   starter demo [--exit] [--port N] [--ui-port N] [--metrics-addr ADDR] | starter demo --connect
   starter dev [--port N] [--ui-port N] [--db FILE] [--no-worker] [--task-queue Q] [--metrics-addr ADDR]
+              [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --tls-dev DIR]
   starter run [flags] TASK        (starter run -h lists the flags)
   starter status [--tree] ID [--json]
   starter result ID [--json]
@@ -69,7 +70,9 @@ func main() {
 	app.MaybeRunChildRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	flushTraces(os.Stderr)
+	os.Exit(code)
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -20,10 +20,14 @@ type localWorker struct {
 }
 
 // startLocalWorker dials srv with copts (its ClientOptions, possibly adjusted), serving the
-// SDK metrics on metricsAddr when set, and starts a worker with opts. Stop stops the worker,
+// SDK metrics on metricsAddr when set and tracing when the environment asks for it, and
+// starts a worker with opts. Stop stops the worker,
 // closes the client and the metrics export, in that order. Errors name what failed.
 func startLocalWorker(ctx context.Context, srv *devserver.Server, copts client.Options, metricsAddr string,
 	opts app.Options, stdout io.Writer) (*localWorker, error) {
+	if err := traceClient(ctx, &copts); err != nil {
+		return nil, err
+	}
 	stopMetrics, err := withMetrics(metricsAddr, &copts, stdout)
 	if err != nil {
 		return nil, err

@@ -13,10 +13,12 @@
 // SUBFLOW_SESSION_ROOT and SUBFLOW_SESSION_STORE choose the session store;
 // SUBFLOW_HEARTBEAT_INTERVAL is the default of --heartbeat-interval. Logs are JSON lines
 // on stderr; with --metrics-addr the Temporal SDK's metrics are served for Prometheus on
-// http://ADDR/metrics.
+// http://ADDR/metrics; with OTEL_EXPORTER_OTLP_ENDPOINT set, traces are exported over OTLP
+// (docs/tracing.md).
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +31,8 @@ import (
 	"go.uber.org/zap"
 
 	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow/telemetry"
+	"github.com/subflow-dev/subflow/telemetry/temporalotel"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -88,6 +92,19 @@ func run() int {
 		return 1
 	}
 	copts.Logger = app.TemporalLogger(logger)
+	tracing, err := temporalotel.Setup(context.Background(), telemetry.ServiceWorker, &copts)
+	if err != nil {
+		logger.Error("set up tracing", zap.Error(err))
+		return 1
+	}
+	defer func() {
+		if err := tracing.Shutdown(); err != nil {
+			logger.Error("stop tracing", zap.Error(err))
+		}
+	}()
+	if tracing.On() {
+		logger.Info("exporting traces over OTLP")
+	}
 	if *metricsAddr != "" {
 		metrics, err := app.ServeMetrics(*metricsAddr, logger)
 		if err != nil {

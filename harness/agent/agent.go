@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/model"
@@ -97,8 +98,9 @@ type Agent struct {
 	resumeAsked bool
 	running     bool
 	cancelTurn  context.CancelCauseFunc
-	cancelNext  string        // cause for a turn that starts before the loop took its work
-	idle        chan struct{} // closed while no work is queued or running
+	cancelNext  string            // cause for a turn that starts before the loop took its work
+	turnParent  trace.SpanContext // parent of the turns' spans (traceParentLocked)
+	idle        chan struct{}     // closed while no work is queued or running
 	wake        chan struct{}
 	closed      bool
 	done        chan struct{} // closed when the loop goroutine returns

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/subflow-dev/subflow/harness/session"
 )
@@ -36,6 +37,7 @@ func (a *Agent) Followup(ctx context.Context, content []session.Block) (messageI
 	a.queue = append(a.queue, session.UserMessage{
 		ID: id, Role: "user", Content: content, Source: SourceFollowup,
 	})
+	a.traceParentLocked(ctx)
 	a.busyLocked()
 	return id, nil
 }
@@ -59,6 +61,7 @@ func (a *Agent) Resume(ctx context.Context) error {
 		return fmt.Errorf("agent: resume %s: %w", a.header.ID, ErrNotPending)
 	}
 	a.resumeAsked = true
+	a.traceParentLocked(ctx)
 	a.busyLocked()
 	return nil
 }
@@ -88,6 +91,15 @@ func (a *Agent) WhenIdle(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("agent: wait for %s to be idle: %w", a.header.ID, ctx.Err())
+	}
+}
+
+// traceParentLocked makes the span of ctx, when it has one, the parent of the spans of the
+// turns the loop runs next (model requests and tool calls, docs/tracing.md): the loop runs
+// turns in a context of its own. The caller holds mu.
+func (a *Agent) traceParentLocked(ctx context.Context) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		a.turnParent = sc
 	}
 }
 
@@ -170,7 +182,7 @@ func (a *Agent) loop() {
 				a.mu.Unlock()
 				break
 			}
-			ctx, cancel := context.WithCancelCause(context.Background())
+			ctx, cancel := context.WithCancelCause(trace.ContextWithSpanContext(context.Background(), a.turnParent))
 			if a.cancelNext != "" {
 				cancel(abortCause(a.cancelNext))
 				a.cancelNext = ""

@@ -12,6 +12,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
+	"github.com/subflow-dev/subflow/telemetry"
 )
 
 // NoRouteMessage is the turn/end error message of a session whose header has no route.
@@ -145,7 +146,10 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	req := a.request()
 	index := 0
 	var chunkErr error
-	resp, err := m.Stream(ctx, req, func(delta string) {
+	mctx, span := telemetry.StartModelRequest(ctx, telemetry.ModelRequest{
+		Provider: a.header.Route.Provider, Model: req.Model, MaxTokens: req.MaxTokens, SessionID: a.header.ID,
+	})
+	resp, err := m.Stream(mctx, req, func(delta string) {
 		if delta == "" || chunkErr != nil {
 			return
 		}
@@ -155,6 +159,9 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 		}, nil)
 		index++
 	})
+	telemetry.EndModelRequest(span, telemetry.ModelResponse{
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Finish: resp.Finish,
+	}, err)
 	switch {
 	case chunkErr != nil:
 		return a.failed(chunkErr)
@@ -286,7 +293,9 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []tools.Call
 		if ctx.Err() != nil {
 			return aborted(ctx)
 		}
-		res := a.scope.Execute(ctx, a.env(), call)
+		tctx, span := telemetry.StartToolCall(ctx, call.Name, call.ID)
+		res := a.scope.Execute(tctx, a.env(), call)
+		telemetry.EndToolCall(span, res.IsError, res.Deferred)
 		if res.Deferred {
 			deferred++
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/sdkproc/wire"
+	"github.com/subflow-dev/subflow/telemetry"
 )
 
 // User-visible error messages of the protocol (SPEC ).
@@ -85,6 +86,7 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	s.store, s.cwd, s.route, s.sandbox, s.maxDepth = store, p.Cwd, &route, p.Sandbox, maxDepth
 	s.protected = append([]string{s.sessionRoot}, p.Protected...)
 	s.roots = p.Roots
+	s.traceParent = p.TraceParent
 	return wire.InitializeResult{ServerInfo: wire.ServerInfo{Name: wire.ServerName, Version: s.version}}, nil
 }
 
@@ -111,7 +113,8 @@ func (s *server) prompt(ctx context.Context, raw json.RawMessage) (any, error) {
 		return nil, err
 	}
 	st.queue()
-	id, err := st.agent.Followup(ctx, p.ContentBlocks)
+	// The turn's spans join the delegating run's trace (initialize's traceparent).
+	id, err := st.agent.Followup(telemetry.WithTraceParent(ctx, s.traceParent), p.ContentBlocks)
 	if err != nil {
 		st.unqueue()
 		return nil, fmt.Errorf("session/prompt %s: %w", p.SessionID, err)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/telemetry"
 )
 
 // Main runs the child runtime on the process's stdio with the command-line arguments
@@ -59,6 +60,13 @@ func MainArgs(args []string) int {
 		}
 	}()
 
+	// The runtime's spans go where the worker's do: the worker hands its children the OTLP
+	// environment (telemetry.ChildEnv). Tracing is never a reason not to serve.
+	tracing, err := telemetry.Setup(ctx, telemetry.ServiceAgent)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "subflow-agent: tracing off: %v\n", err)
+		tracing = &telemetry.Tracing{}
+	}
 	code := Run(ctx, Options{
 		In:          os.Stdin,
 		Out:         os.Stdout,
@@ -69,6 +77,9 @@ func MainArgs(args []string) int {
 
 		SubagentMaxDepth: maxDepth,
 	})
+	if err := tracing.Shutdown(); err != nil {
+		fmt.Fprintf(os.Stderr, "subflow-agent: %v\n", err)
+	}
 	if code == 0 && interrupted.Load() {
 		return ExitInterrupted
 	}

@@ -179,6 +179,7 @@ type server struct {
 	sessionRoot  string   // Options.SessionRoot or DefaultSessionRoot
 	protected    []string // sessionRoot and the client's state directories, set by initialize
 	roots        []string // the client's workspace roots, set by initialize
+	traceParent  string   // the delegating run's span, set by initialize ("" when untraced)
 	store        *filestore.Store
 	sessions     map[string]*sessionState
 	shuttingDown bool

@@ -39,6 +39,10 @@ const (
 // ("" when it set none) and the delegation depth that remains below the runtime's sessions
 // (absent when uncapped; 0 forbids the runtime's own delegations). A runtime enforces them on
 // its tools and its nested delegations.
+//
+// TraceParent is the W3C traceparent of the span the run belongs to, absent when the
+// delegating worker does not trace: a runtime that traces makes it the parent of its own
+// spans, so they join the delegation's trace (docs/tracing.md).
 type InitializeParams struct {
 	Cwd       string          `json:"cwd"`
 	Provider  string          `json:"provider"`
@@ -52,6 +56,8 @@ type InitializeParams struct {
 	// resolved, must lie under one. Both are subflow extensions (docs/protocol.md).
 	Protected []string `json:"protected,omitempty"`
 	Roots     []string `json:"roots,omitempty"`
+
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // ServerInfo identifies the runtime.

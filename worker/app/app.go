@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/sdkproc/server"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/telemetry"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -297,9 +299,13 @@ func (m *multiWorker) Stop() {
 // that drops every *KEY* variable (SPEC R-53), so the worker hands these over explicitly.
 var modelEnv = []string{"DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
 
-// sdkConfig is the sdk provider's configuration.
+// sdkConfig is the sdk provider's configuration. When the environment asks for traces, the
+// children get its OTLP variables too (telemetry.ChildEnv), to export their own spans.
 func sdkConfig(opts Options) sdkproc.Config {
 	cfg := sdkproc.Config{Command: opts.SDKCommand, Args: opts.SDKArgs, ChildEnv: opts.ChildEnv}
+	if telemetry.Enabled() {
+		cfg.ChildEnv = append(slices.Clip(cfg.ChildEnv), telemetry.ChildEnv...)
+	}
 	for _, name := range modelEnv {
 		if v, ok := os.LookupEnv(name); ok {
 			if cfg.Env == nil {

@@ -148,6 +148,8 @@ func TestTraceOfADelegationTree(t *testing.T) {
 	}
 	f := newFaultEnv(t, "")
 	f.extraEnv = otelEnv
+	// A numeric depth cap cannot go with a delegation to the sdk provider (docs/sdk-children.md).
+	f.extraArgs = []string{"--subagent-max-depth", "provider-managed"}
 	first := f.startWorker()
 
 	dir := t.TempDir()
@@ -191,6 +193,13 @@ func TestTraceOfADelegationTree(t *testing.T) {
 	requireReplayed(t, rootID)
 
 	spans := recv.all()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, sp := range spans {
+				t.Logf("span %s parent %s %s [%s] %s", sp.id, sp.parent, sp.name, sp.service, sp.str("temporalWorkflowID"))
+			}
+		}
+	})
 	tree := spanTree{t: t, spans: spans, byID: map[string]otlpSpan{}}
 	for _, sp := range spans {
 		_, dup := tree.byID[sp.id]
@@ -199,7 +208,7 @@ func TestTraceOfADelegationTree(t *testing.T) {
 	}
 
 	// One trace, rooted at the starter's start.
-	start := tree.one("UpdateWithStartWorkflow:"+workflows.WorkflowName, "")
+	start := tree.one("UpdateWithStartWorkflow:"+workflows.UpdatePublished, "")
 	assert.Equal(t, "subflow-starter", start.service)
 	assert.Empty(t, start.parent)
 	for _, sp := range spans {

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 
+	subflow "github.com/subflow-dev/subflow/client"
 	"github.com/subflow-dev/subflow/telemetry"
 	"github.com/subflow-dev/subflow/telemetry/temporalotel"
 )
@@ -29,7 +30,7 @@ func dial(ctx context.Context) (client.Client, error) {
 	if err := traceClient(ctx, &opts); err != nil {
 		return nil, err
 	}
-	c, err := client.DialContext(ctx, opts)
+	c, err := subflow.Dial(ctx, opts)
 	if err != nil {
 		addr := opts.HostPort
 		if addr == "" {

@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -119,7 +118,7 @@ func run() int {
 		copts.MetricsHandler = metrics.Handler()
 		logger.Info("serving metrics", zap.String("url", "http://"+metrics.Addr()+app.MetricsPath))
 	}
-	c, err := client.Dial(copts)
+	c, err := subflow.Dial(context.Background(), copts)
 	if err != nil {
 		logger.Error("connect to Temporal", zap.Error(err))
 		return 1

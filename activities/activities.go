@@ -63,6 +63,10 @@ type Config struct {
 	// AdmissionTaskQueue is the task queue of the ModelAdmission workflows; "" means the
 	// drive's own task queue.
 	AdmissionTaskQueue string
+	// Retention, when positive, is how long the retention cleanup keeps what closed runs
+	// stored, instead of the namespace's retention (docs/durability.md); it should not exceed
+	// the namespace's, past which Temporal forgets the runs anyway.
+	Retention time.Duration
 }
 
 // Activities holds the activity implementations. Register them with Register.
@@ -83,6 +87,8 @@ type Activities struct {
 	client func(ctx context.Context) client.Client
 	// admission is the state of the admitted models (admission.go); nil without limits.
 	admission *admissionState
+	// retention is Config.Retention.
+	retention time.Duration
 }
 
 // New validates cfg and builds the in-process host and the sdk provider.
@@ -141,6 +147,7 @@ func New(cfg Config) (*Activities, error) {
 		nestedProvider: nestedProvider, nestedMaxDepth: cfg.SubagentMaxDepth,
 		client:    func(ctx context.Context) client.Client { return activity.GetClient(ctx) },
 		admission: admission,
+		retention: cfg.Retention,
 	}
 	if cfg.SDK.Command != "" {
 		sdkCfg := cfg.SDK
@@ -163,6 +170,8 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityRecordNested:      a.RecordNested,
 		workflows.ActivityReadPayload:       a.ReadPayload,
 		workflows.ActivityStorePayload:      a.StorePayload,
+		workflows.ActivityCleanupCutoff:     a.CleanupCutoff,
+		workflows.ActivityCleanupPage:       a.CleanupPage,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

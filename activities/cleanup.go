@@ -29,7 +29,7 @@ const TypeNoRetainer = "store-keeps-no-owners"
 // rejects it.
 func (a *Activities) own(ctx context.Context, ids ...string) error {
 	r, ok := a.store.(session.Retainer)
-	if !ok {
+	if !ok || !activity.IsActivity(ctx) { // called as a plain function: no workflow owns it
 		return nil
 	}
 	owner := activity.GetInfo(ctx).WorkflowExecution.ID

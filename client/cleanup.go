@@ -83,6 +83,9 @@ func EnsureCleanupSchedule(ctx context.Context, c tclient.Client, opts CleanupSc
 		DoUpdate: func(in tclient.ScheduleUpdateInput) (*tclient.ScheduleUpdate, error) {
 			s := in.Description.Schedule
 			s.Spec, s.Action = &spec, action
+			if s.Policy == nil {
+				s.Policy = &tclient.SchedulePolicies{}
+			}
 			s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
 			return &tclient.ScheduleUpdate{Schedule: &s}, nil
 		},

@@ -192,10 +192,9 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	_, _, err = store.Load(ctx, legacy)
 	assert.NoError(t, err, "a session without owners is kept")
 
-	// The new worker's metrics count what it removed.
-	metrics := scrapeMetrics(t, w1.log)
-	assert.Equal(t, float64(res.Removed["session"].Items), metric(t, metrics, "subflow_cleanup_removed_items_total", "session"))
-	assert.Equal(t, float64(res.Removed["session"].Bytes), metric(t, metrics, "subflow_cleanup_removed_bytes_total", "session"))
+	// The new worker's metrics count what it removed (exported once a second).
+	waitMetric(t, w1.log, "subflow_cleanup_removed_items_total", "session", float64(res.Removed["session"].Items))
+	waitMetric(t, w1.log, "subflow_cleanup_removed_bytes_total", "session", float64(res.Removed["session"].Bytes))
 
 	// The long run, resumed by a new worker of its queue, completes with its whole answer.
 	f.startWorkerOn(queue2, "--gc-every", "0")
@@ -359,11 +358,12 @@ func freshPostgresSchema(t *testing.T, dsn string) string {
 // metricsURL finds the address a worker serves its metrics on in its log.
 var metricsURL = regexp.MustCompile(`"url":"(http://[^"]+)"`)
 
-// scrapeMetrics reads the Prometheus metrics of the worker that logs to logPath, once they
-// count a removal.
-func scrapeMetrics(t *testing.T, logPath string) string {
+// waitMetric waits until the Prometheus counter name with label kind, as the worker that logs
+// to logPath serves it, is want.
+func waitMetric(t *testing.T, logPath, name, kind string, want float64) {
 	t.Helper()
-	var body string
+	value := regexp.MustCompile(`(?m)^` + name + `\{[^}]*kind="` + kind + `"[^}]*\} (\S+)$`)
+	var last string
 	require.Eventually(t, func() bool {
 		data, err := os.ReadFile(logPath)
 		if err != nil {
@@ -378,19 +378,16 @@ func scrapeMetrics(t *testing.T, logPath string) string {
 			return false
 		}
 		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		body = string(b)
-		return err == nil && strings.Contains(body, "subflow_cleanup_removed_items")
-	}, waitLimit, 100*time.Millisecond, "the worker's metrics never counted a removal")
-	return body
-}
-
-// metric returns the value of the Prometheus counter name with label kind in metrics.
-func metric(t *testing.T, metrics, name, kind string) float64 {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^` + name + `\{[^}]*kind="` + kind + `"[^}]*\} (\S+)$`).FindStringSubmatch(metrics)
-	require.NotNil(t, m, "no %s{kind=%q} in\n%s", name, kind, metrics)
-	v, err := strconv.ParseFloat(m[1], 64)
-	require.NoError(t, err)
-	return v
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false
+		}
+		v := value.FindSubmatch(body)
+		if v == nil {
+			return false
+		}
+		last = string(v[1])
+		got, err := strconv.ParseFloat(last, 64)
+		return err == nil && got == want
+	}, waitLimit, 100*time.Millisecond, "%s{kind=%q} is %s, want %v", name, kind, last, want)
 }

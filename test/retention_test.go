@@ -363,8 +363,8 @@ var metricsURL = regexp.MustCompile(`"url":"(http://[^"]+)"`)
 func waitMetric(t *testing.T, logPath, name, kind string, want float64) {
 	t.Helper()
 	value := regexp.MustCompile(`(?m)^` + name + `\{[^}]*kind="` + kind + `"[^}]*\} (\S+)$`)
-	var last string
-	require.Eventually(t, func() bool {
+	last := "absent"
+	ok := assert.Eventually(t, func() bool {
 		data, err := os.ReadFile(logPath)
 		if err != nil {
 			return false
@@ -389,5 +389,6 @@ func waitMetric(t *testing.T, logPath, name, kind string, want float64) {
 		last = string(v[1])
 		got, err := strconv.ParseFloat(last, 64)
 		return err == nil && got == want
-	}, waitLimit, 100*time.Millisecond, "%s{kind=%q} is %s, want %v", name, kind, last, want)
+	}, waitLimit, 100*time.Millisecond)
+	require.True(t, ok, "%s{kind=%q} is %s, want %v", name, kind, last, want)
 }

@@ -119,6 +119,7 @@ type CleanupKind struct {
 func (c *CleanupCounts) Add(o CleanupCounts) {
 	c.Checked += o.Checked
 	c.Kept += o.Kept
+	//workflowcheck:ignore sums into a map; no command depends on the order
 	for kind, k := range o.Removed {
 		if c.Removed == nil {
 			c.Removed = map[string]CleanupKind{}
@@ -133,6 +134,7 @@ func (c *CleanupCounts) Add(o CleanupCounts) {
 // Total is the number and size of every removed item.
 func (c CleanupCounts) Total() CleanupKind {
 	var t CleanupKind
+	//workflowcheck:ignore a sum; the order is irrelevant
 	for _, k := range c.Removed {
 		t.Items += k.Items
 		t.Bytes += k.Bytes

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,17 +163,31 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	assert.Regexp(t, `(?m)^  payload +2  [0-9.]+ KiB$`, stdout)
 	assert.Len(t, ownedIDs(t, store), len(owned), "a dry run removes nothing")
 
-	// A cleanup killed mid-way: small pages, so it is caught between two.
+	// A cleanup killed mid-way: the test holds the lock of a session halfway through the
+	// store, so the cleanup removes what precedes it and then waits, and is killed there.
+	var removableIDs []string
+	for _, o := range owned {
+		if !slices.Contains(keep, o.ID) {
+			removableIDs = append(removableIDs, o.ID)
+		}
+	}
+	halfway := removableIDs[len(removableIDs)/2]
+	release := lockOwners(t, f.store, halfway)
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.CleanupScheduleID + "-killed-" + uuid.NewString(), TaskQueue: f.taskQueue,
-	}, workflows.CleanupWorkflowName, workflows.CleanupInput{PageSize: 5})
+	}, workflows.CleanupWorkflowName, workflows.CleanupInput{PageSize: 50})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(ownedIDs(t, store)) < len(owned) }, 2*waitLimit, waitTick)
+	require.Eventually(t, func() bool {
+		ids := ownedIDs(t, store)
+		return len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return id < halfway && !slices.Contains(keep, id) })
+	}, 5*waitLimit, 100*time.Millisecond, "the cleanup never reached %s", halfway)
 	w1.kill()
 	require.NoError(t, env.c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "killed mid-way by the test"))
+	release()
 	left := ownedIDs(t, store)
+	assert.Equal(t, removableIDs[len(removableIDs)/2:], slices.DeleteFunc(slices.Clone(left), func(id string) bool { return slices.Contains(keep, id) }),
+		"the killed cleanup removed what preceded the locked session, nothing after it")
 	t.Logf("the killed cleanup left %d of %d", len(left), len(owned))
-	require.Greater(t, len(left), len(keep), "killed before it finished")
 	for _, id := range keep {
 		assert.Contains(t, left, id, "the killed cleanup kept %s", id)
 	}
@@ -391,4 +406,27 @@ func waitMetric(t *testing.T, logPath, name, kind string, want float64) {
 		return err == nil && got == want
 	}, waitLimit, 100*time.Millisecond)
 	require.True(t, ok, "%s{kind=%q} is %s, want %v", name, kind, last, want)
+}
+
+// lockOwners holds the lock a cleanup takes to remove session id from the store spec (the
+// owners file's flock, or its owner rows in Postgres), until release is called.
+func lockOwners(t *testing.T, spec, id string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	if !strings.HasPrefix(spec, "postgres") {
+		f, err := os.Open(filepath.Join(spec, id, "owners"))
+		require.NoError(t, err)
+		require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
+		return func() { _ = f.Close() }
+	}
+	conn, err := pgx.Connect(ctx, spec)
+	require.NoError(t, err)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT 1 FROM subflow_owners WHERE session_id = $1 FOR UPDATE", id)
+	require.NoError(t, err)
+	return func() {
+		_ = tx.Rollback(ctx)
+		_ = conn.Close(ctx)
+	}
 }

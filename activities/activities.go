@@ -71,6 +71,10 @@ type Config struct {
 	// in-process and sdk alike (docs/sdk-children.md): the sdk runtime's session root, say.
 	// The root of a file session store is added to them.
 	Protected []string
+	// Retention, when positive, is how long the retention cleanup keeps what closed runs
+	// stored, instead of the namespace's retention (docs/durability.md); it should not exceed
+	// the namespace's, past which Temporal forgets the runs anyway.
+	Retention time.Duration
 }
 
 // Activities holds the activity implementations. Register them with Register.
@@ -93,6 +97,8 @@ type Activities struct {
 	admission *admissionState
 	// roots is Config.WorkspaceRoots.
 	roots []string
+	// retention is Config.Retention.
+	retention time.Duration
 }
 
 // New validates cfg and builds the in-process host and the sdk provider.
@@ -157,6 +163,7 @@ func New(cfg Config) (*Activities, error) {
 		client:    func(ctx context.Context) client.Client { return activity.GetClient(ctx) },
 		admission: admission,
 		roots:     cfg.WorkspaceRoots,
+		retention: cfg.Retention,
 	}
 	if cfg.SDK.Command != "" {
 		sdkCfg := cfg.SDK
@@ -181,6 +188,8 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityRecordNested:      a.RecordNested,
 		workflows.ActivityReadPayload:       a.ReadPayload,
 		workflows.ActivityStorePayload:      a.StorePayload,
+		workflows.ActivityCleanupCutoff:     a.CleanupCutoff,
+		workflows.ActivityCleanupPage:       a.CleanupPage,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

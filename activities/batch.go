@@ -39,16 +39,22 @@ func registerBatch(r worker.ActivityRegistry, a *Activities) {
 	}
 }
 
+// batchPagePrefix starts the session id of every batch page.
+const batchPagePrefix = "batchpage-"
+
 // pageID is the session id of page n of batch: a name-based UUID, so a retried save and
 // every load meet at the same session.
 func pageID(batch string, n int) string {
-	return "batchpage-" + uuid.NewSHA1(uuid.NameSpaceURL, []byte("subflow:batch-page/"+batch+"/"+strconv.Itoa(n))).String()
+	return batchPagePrefix + uuid.NewSHA1(uuid.NameSpaceURL, []byte("subflow:batch-page/"+batch+"/"+strconv.Itoa(n))).String()
 }
 
 // SaveBatchPage stores page in.Page of batch in.BatchID in the session store, durably, as
 // one event of a session of its own. Saving a page again keeps the first copy.
 func (a *Activities) SaveBatchPage(ctx context.Context, in workflows.BatchPageInput) error {
 	id := pageID(in.BatchID, in.Page)
+	if err := a.own(ctx, id); err != nil {
+		return err
+	}
 	if err := a.store.Create(ctx, session.Header{ID: id, Cwd: pageCwd}); err != nil {
 		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}

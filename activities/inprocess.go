@@ -26,6 +26,10 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
 		return workflows.Published{}, err
 	}
+	// The parent too: it is read while this run lives (docs/durability.md).
+	if err := a.own(ctx, in.ChildID, in.Request.Parent.SessionID); err != nil {
+		return workflows.Published{}, err
+	}
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
 		RunTools: []string{subagenttool.Name},

@@ -54,6 +54,9 @@ func (a *Activities) storePayload(ctx context.Context, id string, data []byte) (
 	if err := a.store.Remove(ctx, id); err != nil {
 		return fail(err)
 	}
+	if err := a.own(ctx, id); err != nil {
+		return fail(err)
+	}
 	if err := a.store.Create(ctx, session.Header{ID: id, Cwd: payloadCwd}); err != nil {
 		return fail(err)
 	}

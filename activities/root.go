@@ -51,6 +51,9 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 			return subagent.ParentRef{}, rejection(err)
 		}
 	}
+	if err := a.own(ctx, in.SessionID); err != nil {
+		return subagent.ParentRef{}, err
+	}
 	if err := a.store.Create(ctx, h); err != nil {
 		return subagent.ParentRef{}, rejection(fmt.Errorf("activities: create root session %s: %w", in.SessionID, err))
 	}

@@ -97,6 +97,9 @@ func (a *Activities) ensureStandIn(ctx context.Context, id string, parent sdkPar
 	if !errors.Is(err, session.ErrNotFound) {
 		return fmt.Errorf("subagent: load the sdk child's session %s: %w", id, err)
 	}
+	if err := a.own(ctx, id); err != nil {
+		return err
+	}
 	route := parent.route
 	h := session.Header{ID: id, Cwd: parent.cwd, DelegationDepth: parent.depth, Route: &route, MaxDepth: parent.maxDepth}
 	if err := a.store.Create(ctx, h); err != nil {

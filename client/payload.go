@@ -13,8 +13,9 @@ import (
 )
 
 // ResolveOutcome replaces the result reference of out, if any, by the result it names,
-// fetched through FetchPayload workflows on taskQueue (workflows.TaskQueue when empty). The stop
-// reason stays the one out carries.
+// fetched through FetchPayload workflows on taskQueue (workflows.TaskQueue when empty), which
+// the default workflow lists do not show (workflows.HiddenDivision). The stop reason stays the
+// one out carries.
 func ResolveOutcome(ctx context.Context, c tclient.Client, taskQueue string, out *workflows.Outcome) error {
 	ref := out.ResultRef
 	if ref == nil {
@@ -31,6 +32,9 @@ func ResolveOutcome(ctx context.Context, c tclient.Client, taskQueue string, out
 			TaskQueue:                taskQueue,
 			WorkflowExecutionTimeout: time.Minute,
 			StaticSummary:            fmt.Sprintf("fetch part of result %s", ref.ID),
+			// Out of the user's list: one fetch per MiB of every big result would otherwise
+			// fill it between the user's own runs (docs/durability.md).
+			TypedSearchAttributes: hidden,
 		}, workflows.FetchPayloadWorkflowName, in)
 		if err != nil {
 			return fmt.Errorf("client: fetch result %s: %w", ref.ID, err)

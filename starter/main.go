@@ -10,6 +10,7 @@
 //	starter cancel ID                     cancel (abort) a run
 //	starter batch FILE.jsonl              run one delegation per line, with live progress
 //	starter batch status|results|… ID     follow, read or steer a running batch
+//	starter gc [--dry-run] [--older-than D] remove what runs Temporal no longer keeps stored
 //
 // run, status, result and cancel connect with the standard Temporal client environment
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, temporal.toml profiles). run and result exit with
@@ -51,6 +52,7 @@ const usage = `usage:
   starter cancel ID
   starter batch [--concurrency N] [--out RESULTS.jsonl] [--detach] FILE.jsonl
   starter batch status|results|pause|resume|cancel|retry ID, starter batch resize ID --concurrency N
+  starter gc [--dry-run] [--older-than DURATION] [--task-queue Q]
 `
 
 // command is one subcommand: it parses args and returns the process exit code.
@@ -64,6 +66,7 @@ var commands = map[string]command{
 	"result": runResult,
 	"cancel": runCancel,
 	"batch":  runBatch,
+	"gc":     runGC,
 }
 
 func main() {

@@ -6,6 +6,7 @@
 //	       [--sdk-command CMD [--sdk-arg ARG]...] [--child-env NAME]... [--log-level info]
 //	       [--metrics-addr 127.0.0.1:9090] [--max-concurrent-activities N]
 //	       [--subagent-provider spawn] [--subagent-max-depth 3] [--heartbeat-interval 1s]
+//	       [--gc-every 1h] [--retention DURATION]
 //	worker child-runtime [--config FILE]
 //
 // The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
@@ -24,6 +25,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/worker"
@@ -65,6 +67,10 @@ func run() int {
 		"provider of subagent tool calls that name none (default spawn)")
 	flag.Var(&opts.SubagentMaxDepth, "subagent-max-depth",
 		"depth cap of the subagent tool: a number or provider-managed (default 3)")
+	flag.DurationVar(&opts.CleanupEvery, "gc-every", time.Hour,
+		"run the retention cleanup of the session store every `DURATION` on each queue served, as a Temporal Schedule (0: leave the schedule as it is)")
+	flag.DurationVar(&opts.Retention, "retention", 0,
+		"keep what closed runs stored for `DURATION` instead of the namespace's retention (default: the namespace's)")
 	flag.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker (repeatable)",
 		func(v string) error {
 			root, err := subflow.ParseWorkspaceRoot(v)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Errors a Store returns, wrapped with the operation and the session id.
@@ -86,4 +87,57 @@ func HeaderMismatchError(have, want Header) error {
 	haveJSON, _ := json.Marshal(have)
 	wantJSON, _ := json.Marshal(want)
 	return fmt.Errorf("%w: have %s, want %s", ErrHeaderMismatch, haveJSON, wantJSON)
+}
+
+// Owned is a session as the retention cleanup sees it (docs/durability.md): the workflows
+// that own it, when one was last recorded, and the bytes it holds.
+type Owned struct {
+	ID string `json:"id"`
+	// Owners are the workflow ids recorded for the session, sorted, each once.
+	Owners []string `json:"owners"`
+	// Touched is when the latest owner was recorded, by the store's clock.
+	Touched time.Time `json:"touched"`
+	// Size is what the session holds in the store, in bytes: its header, its events and its
+	// lease as the store keeps them (files, or column values for a database).
+	Size int64 `json:"size"`
+}
+
+// OwnedQuery selects the sessions Retainer.Owned lists.
+type OwnedQuery struct {
+	// After lists only ids that sort after it, byte-wise ("" lists from the first).
+	After string
+	// Before lists only sessions whose every owner was recorded before it.
+	Before time.Time
+	// Limit is the most sessions listed; it must be positive.
+	Limit int
+}
+
+// Retainer is implemented by stores whose sessions the retention cleanup removes once the
+// workflows that own them are gone (docs/durability.md). A session's owners are recorded
+// before the session is written to, so a session a run writes is never without an owner;
+// sessions no owner was ever recorded for (older ones, or written outside the activities)
+// are never listed, hence never removed.
+type Retainer interface {
+	Store
+
+	// Own records owner (a workflow id) as an owner of session id, at the store's now, and
+	// keeps any earlier owner. It may precede Create, and recording the same owner again only
+	// updates the time. Remove forgets the owners with the session.
+	Own(ctx context.Context, id, owner string) error
+
+	// Owned lists, in id order, the sessions with owners that q selects.
+	Owned(ctx context.Context, q OwnedQuery) ([]Owned, error)
+
+	// RemoveOwned removes the session and its owners, as Remove does, unless an owner was
+	// recorded after touched (a run that started to use it since it was listed): then it
+	// removes nothing and reports false. A session with no owners is not removed.
+	RemoveOwned(ctx context.Context, id string, touched time.Time) (bool, error)
+}
+
+// ValidateOwnedQuery returns an error naming the field if q cannot be listed.
+func ValidateOwnedQuery(q OwnedQuery) error {
+	if q.Limit < 1 {
+		return fmt.Errorf("session: list owned sessions: limit %d must be positive", q.Limit)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -103,6 +104,13 @@ type Options struct {
 	// ModelRequestsPerMinute caps the model requests per provider granted in any minute across
 	// the cluster (activities.Config.ModelRequestsPerMinute); every worker should pass the same.
 	ModelRequestsPerMinute map[string]int
+	// CleanupEvery, when positive, makes New create (or update) the Schedule that runs the
+	// retention cleanup every CleanupEvery on each queue the worker polls
+	// (subflow.EnsureCleanupSchedule, docs/durability.md); 0 leaves the schedules as they are.
+	CleanupEvery time.Duration
+	// Retention, when positive, is what the cleanup keeps of closed runs instead of the
+	// namespace's retention (activities.Config.Retention and the schedule's cleanups).
+	Retention time.Duration
 	// WorkspaceRoots are the directories this worker serves runs in (worker --workspace-root).
 	// They are stated in the worker's Temporal identity, where starters read them
 	// (subflow.RouteWorkspace); for each host-local root the worker also polls the root's own
@@ -160,6 +168,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 
 		WorkspaceRoots: roots,
 		Protected:      sdkSessionRoots(opts),
+		Retention:      opts.Retention,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
@@ -186,6 +195,16 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		workflows.Register(qw)
 		activities.Register(qw, acts)
 		ws.ws = append(ws.ws, qw)
+	}
+	if opts.CleanupEvery > 0 {
+		for _, q := range queues {
+			err := subflow.EnsureCleanupSchedule(context.Background(), c, subflow.CleanupScheduleOptions{
+				TaskQueue: q, Every: opts.CleanupEvery, Retention: opts.Retention,
+			})
+			if err != nil {
+				return nil, nil, fmt.Errorf("app: %w", err)
+			}
+		}
 	}
 	served := make([]string, len(opts.WorkspaceRoots))
 	for i, r := range opts.WorkspaceRoots {

@@ -8,6 +8,11 @@
 //	                  primary key (session_id, seq))
 //	subflow_leases   (session_id text primary key references subflow_sessions on delete cascade,
 //	                  token bigint, expires timestamptz)
+//	subflow_owners   (session_id text collate "C", owner text, touched timestamptz,
+//	                  primary key (session_id, owner))
+//
+// A session's owners (session.Retainer) may be recorded before the session exists, so their
+// table has no foreign key: Remove deletes them with the session.
 //
 // Event data is json, not jsonb, so Load returns the bytes that were appended (jsonb would
 // reorder keys and reject the \u0000 a tool's output may hold). Event times are kept to the
@@ -49,6 +54,12 @@ CREATE TABLE IF NOT EXISTS subflow_leases (
 	session_id text PRIMARY KEY REFERENCES subflow_sessions (id) ON DELETE CASCADE,
 	token      bigint NOT NULL,
 	expires    timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS subflow_owners (
+	session_id text COLLATE "C" NOT NULL,
+	owner      text NOT NULL,
+	touched    timestamptz NOT NULL,
+	PRIMARY KEY (session_id, owner)
 );`
 
 // schemaLockKey is the advisory lock taken while creating the schema ("subflow\x00" as bytes).
@@ -77,8 +88,9 @@ type Store struct {
 }
 
 var (
-	_ session.Store  = (*Store)(nil)
-	_ session.Leaser = (*Store)(nil)
+	_ session.Store    = (*Store)(nil)
+	_ session.Leaser   = (*Store)(nil)
+	_ session.Retainer = (*Store)(nil)
 )
 
 // Open connects to the database dsn names (a postgres:// URL or a key=value string, as pgx
@@ -318,12 +330,17 @@ func (s *Store) Subscribe(id string, fn func(session.Event)) (unsubscribe func()
 	return s.subs.Subscribe(id, fn)
 }
 
-// Remove deletes the session's header and events in one statement (see session.Store).
+// removeSQL deletes a session's header, events, lease and owners in one statement.
+const removeSQL = `WITH owners AS (DELETE FROM subflow_owners WHERE session_id = $1)
+DELETE FROM subflow_sessions WHERE id = $1`
+
+// Remove deletes the session's header, events, lease and owners in one statement (see
+// session.Store).
 func (s *Store) Remove(ctx context.Context, id string) error {
 	if err := session.ValidateID(id); err != nil {
 		return opErr("remove", id, err)
 	}
-	if _, err := s.pool.Exec(ctx, "DELETE FROM subflow_sessions WHERE id = $1", id); err != nil {
+	if _, err := s.pool.Exec(ctx, removeSQL, id); err != nil {
 		return opErr("remove", id, err)
 	}
 	return nil

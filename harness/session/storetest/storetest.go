@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ import (
 // or a database do (the suite opens two instances to stand for two processes). The suite uses
 // session ids unique to each run and removes its sessions, so the backing data may be shared
 // between tests and runs. newStore closes what it opens, in t.Cleanup. Stores that implement
-// session.Leaser get the lease tests too; stores that do not skip them.
+// session.Leaser get the lease tests too, stores that implement session.Retainer the owner
+// tests; stores that do not skip them.
 func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 	prefix := fmt.Sprintf("storetest-%08x", rand.Uint32())
 	for _, tc := range []struct {
@@ -54,6 +56,10 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 		{"StaleTokenIsFenced", testStaleTokenIsFenced},
 		{"TakeoverFencesRacingHolder", testTakeoverFencesRacingHolder},
 		{"FrozenHolderLosesLease", testFrozenHolderLosesLease},
+		{"OwnedListsByAgeAndID", testOwnedListsByAgeAndID},
+		{"OwnBeforeCreate", testOwnBeforeCreate},
+		{"RemoveOwnedSparesTouched", testRemoveOwnedSparesTouched},
+		{"RemoveForgetsOwners", testRemoveForgetsOwners},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, &suite{newStore: newStore, prefix: prefix + "-" + tc.name})
@@ -609,4 +615,141 @@ func testFrozenHolderLosesLease(t *testing.T, c *suite) {
 	require.NoError(t, old.Release(), "releasing a lost lease is harmless")
 	require.NoError(t, lease.Store().Append(ctx, id, events(t, 1, 1)...), "the new holder's lease survives")
 	assert.Equal(t, events(t, 0, 2), load(t, a, id))
+}
+
+// retainer returns the store as a session.Retainer, or skips the test.
+func (c *suite) retainer(t *testing.T) session.Retainer {
+	t.Helper()
+	r, ok := c.newStore(t).(session.Retainer)
+	if !ok {
+		t.Skip("the store records no owners (session.Retainer)")
+	}
+	return r
+}
+
+// owned lists this test's sessions with owners recorded before before, from after on, in
+// pages of limit.
+func (c *suite) owned(t *testing.T, r session.Retainer, after string, before time.Time, limit int) []session.Owned {
+	t.Helper()
+	if after == "" {
+		after = c.prefix
+	}
+	got, err := r.Owned(ctx, session.OwnedQuery{After: after, Before: before, Limit: limit})
+	require.NoError(t, err)
+	var mine []session.Owned
+	for _, o := range got {
+		if strings.HasPrefix(o.ID, c.prefix+"-") {
+			mine = append(mine, o)
+		}
+	}
+	return mine
+}
+
+func ids(owned []session.Owned) []string {
+	out := make([]string, len(owned))
+	for i, o := range owned {
+		out[i] = o.ID
+	}
+	return out
+}
+
+func testOwnedListsByAgeAndID(t *testing.T, c *suite) {
+	r := c.retainer(t)
+	a, b := c.create(t, r, "a"), c.create(t, r, "b")
+	c.create(t, r, "unowned")
+	require.NoError(t, r.Own(ctx, b, "wf-2"))
+	require.NoError(t, r.Own(ctx, b, "wf-1"))
+	require.NoError(t, r.Own(ctx, b, "wf-1"), "recording an owner again is no error")
+	require.NoError(t, r.Append(ctx, b, events(t, 0, 3)...))
+	require.NoError(t, r.Own(ctx, a, "wf-1"))
+	time.Sleep(10 * time.Millisecond)  // past the store clock's resolution
+	cut := time.Now().Add(time.Second) // a database clock a little ahead is still before it
+
+	assert.Empty(t, c.owned(t, r, "", time.Now().Add(-time.Hour), 100), "nothing was owned an hour ago")
+	got := c.owned(t, r, "", cut, 100)
+	require.Equal(t, []string{a, b}, ids(got), "in id order, the unowned session not at all")
+	assert.Equal(t, []string{"wf-1", "wf-2"}, got[1].Owners, "each owner once, sorted")
+	assert.Less(t, got[0].Size, got[1].Size, "b holds three events more")
+	assert.Positive(t, got[0].Size, "a's header takes room")
+	assert.WithinDuration(t, time.Now(), got[1].Touched, time.Minute)
+
+	first := c.owned(t, r, "", cut, 1)
+	require.Equal(t, []string{a}, ids(first), "a page of one")
+	assert.Equal(t, []string{b}, ids(c.owned(t, r, a, cut, 100)), "the next page starts after a")
+
+	_, err := r.Owned(ctx, session.OwnedQuery{Before: cut})
+	assert.Error(t, err, "a limit of 0 is refused")
+}
+
+func testOwnBeforeCreate(t *testing.T, c *suite) {
+	r := c.retainer(t)
+	id := c.id("s")
+	require.NoError(t, r.Own(ctx, id, "wf"))
+	t.Cleanup(func() { assert.NoError(t, r.Remove(ctx, id)) })
+	_, _, err := r.Load(ctx, id)
+	require.ErrorIs(t, err, session.ErrNotFound, "an owner makes no session")
+	require.NoError(t, r.Create(ctx, header(id)))
+	require.NoError(t, r.Append(ctx, id, events(t, 0, 1)...))
+	got := c.owned(t, r, "", time.Now().Add(time.Second), 100)
+	require.Equal(t, []string{id}, ids(got))
+	assert.Equal(t, []string{"wf"}, got[0].Owners)
+
+	other := c.id("never-created")
+	require.NoError(t, r.Own(ctx, other, "wf"))
+	t.Cleanup(func() { assert.NoError(t, r.Remove(ctx, other)) })
+	got = c.owned(t, r, "", time.Now().Add(time.Second), 100)
+	require.Len(t, got, 2, "an owner of a session never created is listed, to be removed")
+	removed, err := r.RemoveOwned(ctx, other, got[0].Touched)
+	require.NoError(t, err)
+	assert.True(t, removed)
+	assert.Equal(t, []string{id}, ids(c.owned(t, r, "", time.Now().Add(time.Second), 100)))
+}
+
+func testRemoveOwnedSparesTouched(t *testing.T, c *suite) {
+	r := c.retainer(t)
+	id := c.create(t, r, "s")
+	require.NoError(t, r.Own(ctx, id, "old"))
+	require.NoError(t, r.Append(ctx, id, events(t, 0, 2)...))
+	time.Sleep(10 * time.Millisecond)
+	listed := c.owned(t, r, "", time.Now().Add(time.Second), 100)
+	require.Len(t, listed, 1)
+
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, r.Own(ctx, id, "new"), "a run starts to use the session after the listing")
+	removed, err := r.RemoveOwned(ctx, id, listed[0].Touched)
+	require.NoError(t, err)
+	assert.False(t, removed, "an owner recorded after the listing keeps the session")
+	assert.Len(t, load(t, r, id), 2, "nothing of it was removed")
+
+	relisted := c.owned(t, r, "", time.Now().Add(time.Second), 100)
+	require.Len(t, relisted, 1)
+	assert.Equal(t, []string{"new", "old"}, relisted[0].Owners)
+	removed, err = c.newStore(t).(session.Retainer).RemoveOwned(ctx, id, relisted[0].Touched)
+	require.NoError(t, err)
+	assert.True(t, removed, "another store instance removes it")
+	_, _, err = r.Load(ctx, id)
+	require.ErrorIs(t, err, session.ErrNotFound)
+	assert.Empty(t, c.owned(t, r, "", time.Now().Add(time.Second), 100), "its owners went with it")
+
+	removed, err = r.RemoveOwned(ctx, id, relisted[0].Touched)
+	require.NoError(t, err)
+	assert.False(t, removed, "removing it again removes nothing")
+	unowned := c.create(t, r, "unowned")
+	removed, err = r.RemoveOwned(ctx, unowned, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	assert.False(t, removed, "a session without owners is never removed")
+	assert.Empty(t, load(t, r, unowned))
+}
+
+func testRemoveForgetsOwners(t *testing.T, c *suite) {
+	r := c.retainer(t)
+	id := c.create(t, r, "s")
+	require.NoError(t, r.Own(ctx, id, "wf"))
+	require.NoError(t, r.Remove(ctx, id))
+	assert.Empty(t, c.owned(t, r, "", time.Now().Add(time.Second), 100))
+	require.NoError(t, r.Own(ctx, id, "wf2"), "removed and owned again, as a stored payload is replaced")
+	require.NoError(t, r.Create(ctx, header(id)))
+	got := c.owned(t, r, "", time.Now().Add(time.Second), 100)
+	require.Len(t, got, 1)
+	assert.Equal(t, []string{"wf2"}, got[0].Owners)
 }

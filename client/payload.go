@@ -28,7 +28,7 @@ func ResolveOutcome(ctx context.Context, c tclient.Client, taskQueue string, out
 	for from := 0; from < ref.Chunks; from += workflows.FetchChunks {
 		in := workflows.ReadPayloadInput{Ref: *ref, From: from, Count: min(workflows.FetchChunks, ref.Chunks-from)}
 		run, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{
-			ID:                       "fetch-" + ref.ID + "-" + uuid.NewString(),
+			ID:                       workflows.ReservedIDPrefix + "fetch-" + ref.ID + "-" + uuid.NewString(),
 			TaskQueue:                taskQueue,
 			WorkflowExecutionTimeout: time.Minute,
 			StaticSummary:            fmt.Sprintf("fetch part of result %s", ref.ID),

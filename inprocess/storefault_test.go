@@ -3,6 +3,7 @@ package inprocess
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -17,11 +18,13 @@ import (
 // errStoreDown is the failure faultyStore injects: the store briefly unreachable.
 var errStoreDown = errors.New("store unreachable")
 
-// faultyStore is a real store whose first append of one event type fails, as when the
-// store's server restarts mid-turn; every other call reaches the real store.
+// faultyStore is a real store whose first append of one event type fails (after skip
+// appends of that type went through), as when the store's server restarts mid-turn; every
+// other call reaches the real store.
 type faultyStore struct {
 	session.Store
 	failType string
+	skip     int
 
 	mu     sync.Mutex
 	failed bool
@@ -30,6 +33,10 @@ type faultyStore struct {
 func (s *faultyStore) Append(ctx context.Context, id string, events ...session.Event) error {
 	s.mu.Lock()
 	fail := !s.failed && len(events) > 0 && events[0].Type == s.failType
+	if fail && s.skip > 0 {
+		s.skip--
+		fail = false
+	}
 	s.failed = s.failed || fail
 	s.mu.Unlock()
 	if fail {
@@ -95,6 +102,38 @@ func TestDriveLeavesTheTurnPendingWhenASessionWriteFails(t *testing.T) {
 			assert.Equal(t, 1, count[session.TypeToolResult])
 			assert.Equal(t, 1, count[session.TypeSubagentDescr])
 			assert.Equal(t, tc.counted, f.counted.Load())
+		})
+	}
+}
+
+// TestDriveRetriedOnTheSameHostAfterAFailedChunkAppend: when a chunk append fails (PostgreSQL
+// restarting mid-stream), the retried drive often lands on the same worker, whose scripted
+// model already saw the session: the torn step left no assistant message, so its redo must
+// take the same response and the turn complete with the whole answer (docs/durability.md),
+// not `script exhausted` into stop reason error with the stored fragment. Whichever chunk
+// fails, the first or the last of the stream.
+func TestDriveRetriedOnTheSameHostAfterAFailedChunkAppend(t *testing.T) {
+	for _, skip := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("chunk %d of 4", skip+1), func(t *testing.T) {
+			f := newFixture(t)
+			f.script(t, "child.json", `{"text": "fine", "chunks": 4}`)
+			parent := f.parent(t, session.Header{Route: route("child.json")})
+			req := request(parent, "answer")
+			created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
+			require.NoError(t, err)
+			dr := DriveRequest{ChildID: created.ChildID, Request: req}
+
+			dr.Store = &faultyStore{Store: f.store, failType: session.TypeAssistantChunk, skip: skip}
+			_, err = f.host.Drive(context.Background(), dr)
+			require.ErrorIs(t, err, errStoreDown)
+
+			dr.Store = nil
+			_, err = f.host.Drive(context.Background(), dr)
+			require.NoError(t, err)
+			res, err := f.host.ReadResult(context.Background(), ReadRequest{ChildID: created.ChildID, Request: req})
+			require.NoError(t, err)
+			assert.Equal(t, subagent.StopCompleted, res.StopReason, "turn/end: %+v", lastTurnEnd(t, f.events(t, created.ChildID)))
+			assert.Equal(t, "fine", session.JoinText(res.Output))
 		})
 	}
 }

@@ -149,6 +149,11 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	mctx, span := telemetry.StartModelRequest(ctx, telemetry.ModelRequest{
 		Provider: a.header.Route.Provider, Model: req.Model, MaxTokens: req.MaxTokens, SessionID: a.header.ID,
 	})
+	// A chunk the store failed ends the step: the request is cancelled, so the model stops
+	// producing an answer the log cannot hold, and knows it was not taken (the scripted
+	// model gives its response back for the step's redo, docs/durability.md).
+	mctx, cancelStream := context.WithCancel(mctx)
+	defer cancelStream()
 	resp, err := m.Stream(mctx, req, func(delta string) {
 		if delta == "" || chunkErr != nil {
 			return
@@ -157,6 +162,9 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 			Turn: turn, Step: step,
 			Chunk: session.Chunk{Type: session.ChunkTextDelta, Index: index, Text: delta},
 		}, nil)
+		if chunkErr != nil {
+			cancelStream()
+		}
 		index++
 	})
 	telemetry.EndModelRequest(span, telemetry.ModelResponse{

@@ -23,9 +23,10 @@ var ErrScriptExhausted = errors.New("script exhausted")
 // number of assistant messages in Request.Messages, so fork children (whose seed holds the
 // parent's answers) and sessions resumed in a new process continue where their history ends.
 // After that every request advances the position by one, failed ones included, except a
-// request cancelled by its context: it gives its position back, because it left no assistant
-// message, so the request that redoes its step takes the same response, in this process as in
-// a new one resuming from the stored history. A request without a session id is stateless: its
+// request cancelled by its context before it returned (during a delay, or by the caller that
+// could not store a piece of its text): it gives its position back, because it left no
+// assistant message, so the request that redoes its step takes the same response, in this
+// process as in a new one resuming from the stored history. A request without a session id is stateless: its
 // position is always that assistant-message count.
 //
 // A response with both "text" and "error" streams the text, then fails with the error. Usage is
@@ -74,7 +75,13 @@ func (m *Scripted) Stream(ctx context.Context, req Request, onText func(delta st
 	if r.Text != nil {
 		text = *r.Text
 	}
-	if err := streamText(ctx, text, r.Chunks, time.Duration(r.DelayMs)*time.Millisecond, onText); err != nil {
+	err = streamText(ctx, text, r.Chunks, time.Duration(r.DelayMs)*time.Millisecond, onText)
+	if err == nil {
+		// Cancelled while its last piece was delivered (the caller could not store it): no
+		// answer either.
+		err = ctx.Err()
+	}
+	if err != nil {
 		m.unclaim(req, idx)
 		return Response{}, err
 	}

@@ -267,6 +267,31 @@ func TestScriptedCancelledRequestGivesItsPositionBack(t *testing.T) {
 		assert.Equal(t, want, resp.Text)
 	}
 }
+
+// A caller that cancels the request as it receives the last piece of text (it could not
+// store it) gets no answer, and the redo of its step takes the same response.
+func TestScriptedCancelOnTheLastPieceGivesThePositionBack(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "s.json", `{"responses": [{"text": "fine", "chunks": 4}]}`)
+	m := NewScripted()
+	req := scriptedRequest(dir, script, "s1", 0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var deltas []string
+	_, err := m.Stream(ctx, req, func(d string) {
+		deltas = append(deltas, d)
+		if len(deltas) == 4 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, []string{"f", "i", "n", "e"}, deltas)
+
+	resp, err := m.Stream(context.Background(), req, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "fine", resp.Text)
+}
+
 func TestScriptedScriptPaths(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))

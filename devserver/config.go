@@ -219,5 +219,15 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// bounds that wait; the client re-polls at once, so the cost is one cheap call a
 		// second per waiting client.
 		dynamicconfig.HistoryLongPollExpirationInterval.Key(): time.Second,
+
+		// Worker Versioning (docs/deployment.md) is on by default in this server; a version
+		// that is no longer current reports whether pinned runs are still open on it
+		// ("draining", then "drained") from a visibility check every 3 minutes, after a
+		// 3-minute grace for visibility to catch up, sized for a production cluster. The
+		// embedded server's visibility lags by a fraction of a second (VisibilityProcessor
+		// settings above), so a few seconds of each show a rollout's drain on a laptop, and
+		// in the tests, while it happens.
+		dynamicconfig.VersionDrainageStatusRefreshInterval.Key():       2 * time.Second,
+		dynamicconfig.VersionDrainageStatusVisibilityGracePeriod.Key(): 2 * time.Second,
 	}
 }

@@ -11,6 +11,8 @@
 //	starter batch FILE.jsonl              run one delegation per line, with live progress
 //	starter batch status|results|… ID     follow, read or steer a running batch
 //	starter gc [--dry-run] [--older-than D] remove what runs Temporal no longer keeps stored
+//	starter deployment describe|set-current|ramp|wait-drained …  roll a new worker build out
+//	starter version                       module version, build id and VCS revision
 //
 // run, status, result and cancel connect with the standard Temporal client environment
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, temporal.toml profiles). run and result exit with
@@ -53,6 +55,8 @@ const usage = `usage:
   starter batch [--concurrency N] [--out RESULTS.jsonl] [--detach] FILE.jsonl
   starter batch status|results|pause|resume|cancel|retry ID, starter batch resize ID --concurrency N
   starter gc [--dry-run] [--older-than DURATION] [--task-queue Q]
+  starter deployment describe NAME | set-current NAME BUILD_ID | ramp NAME BUILD_ID PERCENT | wait-drained NAME BUILD_ID
+  starter version
 `
 
 // command is one subcommand: it parses args and returns the process exit code.
@@ -67,6 +71,21 @@ var commands = map[string]command{
 	"cancel": runCancel,
 	"batch":  runBatch,
 	"gc":     runGC,
+
+	"deployment": runDeployment,
+	"version":    runVersion,
+}
+
+// runVersion prints the binary's module version, the build id of its in-process worker and
+// its VCS revision.
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "starter version: unexpected argument %q\n", args[0])
+		return exitUsage
+	}
+	info := app.ReadBuildInfo()
+	info.Print(stdout, "starter", app.DefaultBuildID(""))
+	return exitCompleted
 }
 
 func main() {

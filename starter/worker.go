@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,9 +20,18 @@ type localWorker struct {
 	stop func() error
 }
 
+// DevDeploymentName is the Worker Deployment of the worker `starter dev` and `starter demo`
+// run in-process; its build id is the binary's own, else DevBuildID.
+const DevDeploymentName = "subflow-dev"
+
+// DevBuildID is the in-process worker's build id when the binary records none (go run).
+const DevBuildID = "dev"
+
 // startLocalWorker dials srv with copts (its ClientOptions, possibly adjusted), serving the
 // SDK metrics on metricsAddr when set and tracing when the environment asks for it, and
-// starts a worker with opts. Stop stops the worker,
+// starts a worker with opts. The worker joins DevDeploymentName, as a deployed worker would
+// (docs/deployment.md), and its version is made current once it polls, so runs start on it.
+// Stop stops the worker,
 // closes the client and the metrics export, in that order. Errors name what failed.
 func startLocalWorker(ctx context.Context, srv *devserver.Server, copts client.Options, metricsAddr string,
 	opts app.Options, stdout io.Writer) (*localWorker, error) {
@@ -37,7 +47,16 @@ func startLocalWorker(ctx context.Context, srv *devserver.Server, copts client.O
 		_ = stopMetrics()
 		return nil, fmt.Errorf("connect to %s: %w", srv.FrontendAddr(), err)
 	}
+	if opts.DeploymentName == "" {
+		opts.DeploymentName = DevDeploymentName
+		opts.BuildID = cmp.Or(app.DefaultBuildID(opts.BuildID), DevBuildID)
+	}
 	stopWorker, err := startWorker(c, opts)
+	if err == nil {
+		if err = setCurrentWhenPolled(ctx, c, opts.DeploymentName, opts.BuildID); err != nil {
+			err = errors.Join(err, stopWorker())
+		}
+	}
 	if err != nil {
 		c.Close()
 		_ = stopMetrics()

@@ -7,7 +7,17 @@
 //	       [--metrics-addr 127.0.0.1:9090] [--max-concurrent-activities N]
 //	       [--subagent-provider spawn] [--subagent-max-depth 3] [--heartbeat-interval 1s]
 //	       [--gc-every 1h] [--retention DURATION]
+//	       [--deployment-name NAME [--build-id ID]]
+//	worker replay [--dir DIR]... [--closed N] [--deployment-name NAME] [--build-id ID]
+//	worker version
 //	worker child-runtime [--config FILE]
+//
+// With --deployment-name (or $SUBFLOW_DEPLOYMENT_NAME) the worker joins that Worker
+// Deployment as version --build-id (or $SUBFLOW_BUILD_ID, else the binary's module version
+// or VCS revision): see docs/deployment.md for the rollout. `worker replay` is the replay
+// gate: it replays the histories of the namespace's open runs and latest closed runs (or
+// recorded ones from --dir) against this binary's workflows, and exits 1 naming every run
+// that does not replay.
 //
 // The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, temporal.toml profiles); the DeepSeek key from DEEPSEEK_API_KEY;
@@ -40,6 +50,16 @@ import (
 
 func main() {
 	app.MaybeRunChildRuntime()
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "version":
+			info := app.ReadBuildInfo()
+			info.Print(os.Stdout, "worker", app.DefaultBuildID(""))
+			return
+		case "replay":
+			os.Exit(runReplay(os.Args[2:], os.Stdout, os.Stderr))
+		}
+	}
 	os.Exit(run())
 }
 
@@ -71,6 +91,10 @@ func run() int {
 		"run the retention cleanup of the session store every `DURATION` on each queue served, as a Temporal Schedule (0: leave the schedule as it is)")
 	flag.DurationVar(&opts.Retention, "retention", 0,
 		"keep what closed runs stored for `DURATION` instead of the namespace's retention (default: the namespace's)")
+	flag.StringVar(&opts.DeploymentName, "deployment-name", "",
+		"join the Worker Deployment `NAME` (default $"+app.EnvDeploymentName+"; empty: unversioned)")
+	flag.StringVar(&opts.BuildID, "build-id", "",
+		"build id of this worker in its deployment (default $"+app.EnvBuildID+", else the binary's module version or VCS revision)")
 	flag.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker (repeatable)",
 		func(v string) error {
 			root, err := subflow.ParseWorkspaceRoot(v)

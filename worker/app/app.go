@@ -37,7 +37,6 @@ import (
 	"github.com/subflow-dev/subflow/sdkproc/server"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/telemetry"
-	"github.com/subflow-dev/subflow/workflows"
 )
 
 // ChildRuntimeArg is the subcommand that turns a subflow binary into the sdk child runtime.
@@ -116,6 +115,18 @@ type Options struct {
 	// (subflow.RouteWorkspace); for each host-local root the worker also polls the root's own
 	// queue (subflow.WorkspaceQueue), where every run whose cwd lies under the root executes.
 	WorkspaceRoots []subflow.WorkspaceRoot
+	// DeploymentName, when set (or $SUBFLOW_DEPLOYMENT_NAME), makes the worker join that
+	// Worker Deployment as version BuildID (docs/deployment.md, "Rolling out a new build"):
+	// StartSubagent runs stay on the build that started them (Pinned), the long-lived
+	// workflows follow the deployment's current version (AutoUpgrade, workflows.Register).
+	// Empty: the worker is unversioned.
+	DeploymentName string
+	// BuildID identifies this build within the deployment; "" means $SUBFLOW_BUILD_ID, else
+	// the binary's own (BuildInfo.BuildID). Only read with a DeploymentName.
+	BuildID string
+	// Workflows registers the workflows on each queue's worker; nil means workflows.Register.
+	// Tests register another build's workflows under the same names with it.
+	Workflows func(worker.WorkflowRegistry)
 }
 
 // New builds the worker for c with every workflow and activity registered, not yet started.
@@ -182,6 +193,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		DefaultHeartbeatThrottleInterval:   opts.HeartbeatInterval,
 		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 		Identity:                           workerIdentity(opts.WorkspaceRoots),
+		DeploymentOptions:                  deploymentOptions(opts),
 	}
 	queues := []string{opts.TaskQueue}
 	for _, r := range opts.WorkspaceRoots {
@@ -192,7 +204,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	ws := &multiWorker{stopped: make(chan struct{})}
 	for _, q := range queues {
 		qw := worker.New(c, q, wopts)
-		workflows.Register(qw)
+		opts.Workflows(qw)
 		activities.Register(qw, acts)
 		ws.ws = append(ws.ws, qw)
 	}
@@ -213,11 +225,26 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	opts.Logger.Info("worker ready", zap.String("taskQueue", opts.TaskQueue), zap.Strings("taskQueues", queues),
 		zap.Strings("workspaceRoots", served),
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
-		zap.Strings("sdkArgs", opts.SDKArgs))
+		zap.Strings("sdkArgs", opts.SDKArgs), zap.String("deploymentName", opts.DeploymentName),
+		zap.String("buildId", opts.BuildID))
 	if len(ws.ws) == 1 {
 		return ws.ws[0], closeStore, nil
 	}
 	return ws, closeStore, nil
+}
+
+// deploymentOptions joins the worker to its Worker Deployment, when it names one. Workflows
+// registered without a versioning behavior are Pinned: a run finishes on the build that
+// started it.
+func deploymentOptions(opts Options) worker.DeploymentOptions {
+	if opts.DeploymentName == "" {
+		return worker.DeploymentOptions{}
+	}
+	return worker.DeploymentOptions{
+		UseVersioning:             true,
+		Version:                   worker.WorkerDeploymentVersion{DeploymentName: opts.DeploymentName, BuildID: opts.BuildID},
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
+	}
 }
 
 // workerIdentity is the Temporal identity of the worker: the SDK's default form, followed by

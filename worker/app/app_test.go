@@ -1,15 +1,19 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -205,4 +209,87 @@ func TestSDKSessionRootsAreProtected(t *testing.T) {
 	assert.Subset(t, roots, []string{"/srv/sdk", "/srv/sdk2",
 		filepath.Join(home, "state", "subflow", "sdk-sessions"),
 		filepath.Join(home, ".local", "state", "subflow", "sdk-sessions")})
+}
+
+func TestBuildIDComesFromTheBuild(t *testing.T) {
+	assert.Equal(t, "v1.0.0", BuildInfo{Version: "v1.0.0", Revision: "0123456789abcdef"}.BuildID(), "a release's module version")
+	assert.Equal(t, "0123456789ab", BuildInfo{Version: "(devel)", Revision: "0123456789abcdef"}.BuildID(), "a checkout's revision")
+	assert.Equal(t, "0123456789ab-modified", BuildInfo{Version: "(devel)", Revision: "0123456789abcdef", Modified: true}.BuildID())
+	assert.Empty(t, BuildInfo{Version: "(devel)"}.BuildID(), "nothing tells this build from another")
+}
+
+// TestDeploymentOptions: a deployment name (flag or environment) makes a versioned worker
+// whose workflows default to Pinned; without a build id to use, New refuses up front.
+func TestDeploymentOptions(t *testing.T) {
+	t.Setenv(EnvDeploymentName, "")
+	t.Setenv(EnvBuildID, "")
+	opts, err := Options{SDKCommand: "child", SessionRoot: t.TempDir()}.withDefaults()
+	require.NoError(t, err)
+	assert.False(t, deploymentOptions(opts).UseVersioning, "no deployment name: unversioned")
+
+	t.Setenv(EnvDeploymentName, "subflow")
+	t.Setenv(EnvBuildID, "b42")
+	opts, err = Options{SDKCommand: "child", SessionRoot: t.TempDir()}.withDefaults()
+	require.NoError(t, err)
+	d := deploymentOptions(opts)
+	assert.True(t, d.UseVersioning)
+	assert.Equal(t, "subflow", d.Version.DeploymentName)
+	assert.Equal(t, "b42", d.Version.BuildID)
+	assert.Equal(t, workflow.VersioningBehaviorPinned, d.DefaultVersioningBehavior)
+
+	opts, err = Options{SDKCommand: "child", SessionRoot: t.TempDir(), BuildID: "flag"}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, "flag", opts.BuildID, "the flag wins over the environment")
+
+	_, err = Options{SDKCommand: "child", SessionRoot: t.TempDir(), DeploymentName: "sub.flow"}.withDefaults()
+	assert.ErrorContains(t, err, `deployment name "sub.flow" must not contain "."`)
+
+	if ReadBuildInfo().BuildID() == "" {
+		t.Setenv(EnvBuildID, "")
+		_, err = Options{SDKCommand: "child", SessionRoot: t.TempDir()}.withDefaults()
+		assert.ErrorContains(t, err, "deployment subflow needs a build id")
+		assert.ErrorContains(t, err, "--build-id or $SUBFLOW_BUILD_ID")
+	}
+}
+
+// TestReplayGateOnRecordedHistories: the shipped workflows replay every recorded history;
+// a build whose StartSubagent records one more command fails, naming each history it breaks.
+func TestReplayGateOnRecordedHistories(t *testing.T) {
+	dir := filepath.Join("..", "..", "workflows", "testdata")
+	rep, err := Replay(context.Background(), ReplayOptions{Dirs: []string{dir}})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Failed)
+	assert.NotEmpty(t, rep.Replayed)
+
+	other := func(r worker.WorkflowRegistry) {
+		workflows.Register(renamed{r, workflows.WorkflowName, func(ctx workflow.Context, in workflows.StartInput) (workflows.Outcome, error) {
+			_ = workflow.Sleep(ctx, time.Millisecond)
+			return workflows.StartSubagent(ctx, in)
+		}})
+	}
+	rep, err = Replay(context.Background(), ReplayOptions{Dirs: []string{dir}, Workflows: other})
+	require.NoError(t, err)
+	var names []string
+	for _, f := range rep.Failed {
+		names = append(names, f.Run)
+	}
+	assert.Contains(t, names, filepath.Join(dir, "spawn-completed.json"))
+	assert.NotContains(t, names, filepath.Join(dir, "batchv2-completed.json"), "the batch is unchanged")
+
+	_, err = Replay(context.Background(), ReplayOptions{Dirs: []string{t.TempDir()}})
+	assert.ErrorContains(t, err, "no recorded history")
+}
+
+// renamed registers fn in place of the workflow registered as name.
+type renamed struct {
+	worker.WorkflowRegistry
+	name string
+	fn   any
+}
+
+func (r renamed) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
+	if o.Name == r.name {
+		w = r.fn
+	}
+	r.WorkflowRegistry.RegisterWorkflowWithOptions(w, o)
 }

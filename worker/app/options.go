@@ -22,6 +22,10 @@ const (
 	EnvSessionStore = storeopen.EnvVar
 	// EnvHeartbeatInterval is the default Options.HeartbeatInterval, a Go duration ("500ms").
 	EnvHeartbeatInterval = "SUBFLOW_HEARTBEAT_INTERVAL"
+	// EnvDeploymentName is the default Options.DeploymentName (worker --deployment-name).
+	EnvDeploymentName = "SUBFLOW_DEPLOYMENT_NAME"
+	// EnvBuildID is the default Options.BuildID (worker --build-id).
+	EnvBuildID = "SUBFLOW_BUILD_ID"
 )
 
 // DefaultSessionRoot returns $SUBFLOW_SESSION_ROOT when set, else the per-user data
@@ -56,6 +60,18 @@ func DefaultSDKCommand(presetsFile string) (command string, args []string, err e
 		args = append(args, "--config", abs)
 	}
 	return exe, args, nil
+}
+
+// DefaultBuildID returns id when set, else $SUBFLOW_BUILD_ID, else the binary's own build id
+// (BuildInfo.BuildID), which may be "".
+func DefaultBuildID(id string) string {
+	if id != "" {
+		return id
+	}
+	if env := os.Getenv(EnvBuildID); env != "" {
+		return env
+	}
+	return ReadBuildInfo().BuildID()
 }
 
 // withDefaults fills the zero fields of o.
@@ -110,6 +126,23 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.Workflows == nil {
+		o.Workflows = workflows.Register
+	}
+	if o.DeploymentName == "" {
+		o.DeploymentName = os.Getenv(EnvDeploymentName)
+	}
+	if o.DeploymentName == "" {
+		return o, nil
+	}
+	if err := validDeploymentName(o.DeploymentName); err != nil {
+		return o, err
+	}
+	o.BuildID = DefaultBuildID(o.BuildID)
+	if o.BuildID == "" {
+		return o, fmt.Errorf("app: deployment %s needs a build id: this binary records no module version or VCS revision (built from a checkout with -buildvcs=false, or with go run); give --build-id or $%s",
+			o.DeploymentName, EnvBuildID)
 	}
 	return o, nil
 }

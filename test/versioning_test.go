@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+
+	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/worker/app"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// startSubagentB is build B's StartSubagent: the shipped workflow after one more command (a
+// side effect) at the start, so no history of build A replays on it.
+func startSubagentB(ctx workflow.Context, in workflows.StartInput) (workflows.Outcome, error) {
+	var b string
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return "b" }).Get(&b); err != nil {
+		return workflows.Outcome{}, err
+	}
+	return workflows.StartSubagent(ctx, in)
+}
+
+// registerB registers build B: every workflow of workflows.Register, StartSubagent swapped
+// for startSubagentB under the same name and options.
+func registerB(r worker.WorkflowRegistry) { workflows.Register(swapStart{r}) }
+
+type swapStart struct{ worker.WorkflowRegistry }
+
+func (s swapStart) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
+	if o.Name == workflows.WorkflowName {
+		w = startSubagentB
+	}
+	s.WorkflowRegistry.RegisterWorkflowWithOptions(w, o)
+}
+
+// deployedWorker starts a worker of build buildID in deployment on queue, registering its
+// workflows with register (nil: the shipped ones). Stop is idempotent.
+func deployedWorker(t *testing.T, deployment, buildID, queue string, register func(worker.WorkflowRegistry)) (stop func()) {
+	t.Helper()
+	w, cleanup, err := app.New(env.c, app.Options{
+		TaskQueue: queue, SessionRoot: env.sessionRoot, Logger: zap.NewNop(),
+		DeploymentName: deployment, BuildID: buildID, Workflows: register,
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			w.Stop()
+			_ = cleanup()
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// setCurrent makes buildID the current version of deployment once its workers polled.
+func setCurrent(t *testing.T, deployment, buildID string) {
+	t.Helper()
+	h := env.c.WorkerDeploymentClient().GetHandle(deployment)
+	var err error
+	require.Eventually(t, func() bool {
+		_, err = h.SetCurrentVersion(context.Background(), client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
+		return err == nil
+	}, waitLimit, 100*time.Millisecond, "set %s current: %v", buildID, err)
+}
+
+// runHistory reads a run's full history.
+func runHistory(t *testing.T, workflowID, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	var evs []*historypb.HistoryEvent
+	iter := env.c.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// taskBuilds are the build ids of the workers that completed the run's workflow tasks, and
+// the number of failed workflow tasks.
+func taskBuilds(t *testing.T, workflowID, runID string) (builds []string, failed int) {
+	t.Helper()
+	for _, ev := range runHistory(t, workflowID, runID) {
+		if done := ev.GetWorkflowTaskCompletedEventAttributes(); done != nil {
+			builds = append(builds, done.GetDeploymentVersion().GetBuildId())
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+			failed++
+		}
+	}
+	return builds, failed
+}
+
+// TestRolloutToANewBuild rolls a deployment from build A (the shipped workflows) to build B
+// (whose StartSubagent records one more command): runs started on A finish on A, runs started
+// after B became current run on B, no workflow task fails, a batch started on A crosses to B,
+// A drains and stops; the replay gate passes on these histories for either build.
+func TestRolloutToANewBuild(t *testing.T) {
+	deployment := "rollout-" + uuid.NewString()[:8]
+	queue := "rollout-" + uuid.NewString()
+	dir := t.TempDir()
+	slow := script(t, dir, `{"delayMs": 1500, "text": "slow answer", "chunks": 3}`)
+	fast := script(t, dir, `{"text": "ok"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitLimit)
+	defer cancel()
+	startRun := func(scriptPath, prompt string) client.WorkflowRun {
+		in := rootInput(subagent.ProviderSpawn, dir, scriptPath, prompt)
+		_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue, Input: in})
+		require.NoError(t, err)
+		return run
+	}
+
+	stopA := deployedWorker(t, deployment, "a", queue, nil)
+	setCurrent(t, deployment, "a")
+	var onA, onB []client.WorkflowRun
+	for i := range 20 {
+		onA = append(onA, startRun(slow, fmt.Sprintf("long run %d", i)))
+	}
+	var tasks []workflows.Task
+	for i := range 6 {
+		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("batch task %d", i)))
+	}
+	batchID := "batch-" + uuid.NewString()
+	batch, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: queue},
+		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: len(tasks), Concurrency: 2, ContinueAsNewAfter: 2})
+	require.NoError(t, err)
+
+	deployedWorker(t, deployment, "b", queue, registerB)
+	setCurrent(t, deployment, "b")
+	open := 0
+	for _, run := range onA {
+		desc, err := env.c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+		require.NoError(t, err)
+		if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			open++
+		}
+	}
+	require.Positive(t, open, "some runs of build A are still open when B becomes current")
+	for i := range 20 {
+		onB = append(onB, startRun(fast, fmt.Sprintf("new run %d", i)))
+	}
+
+	for name, runs := range map[string][]client.WorkflowRun{"a": onA, "b": onB} {
+		for _, run := range runs {
+			var out workflows.Outcome
+			require.NoError(t, run.Get(ctx, &out), "run %s", run.GetID())
+			assert.Equal(t, subagent.StopCompleted, out.Result.StopReason, "run %s", run.GetID())
+			builds, failed := taskBuilds(t, run.GetID(), run.GetRunID())
+			assert.Zero(t, failed, "run %s failed a workflow task", run.GetID())
+			require.NotEmpty(t, builds)
+			for _, b := range builds {
+				assert.Equal(t, name, b, "every workflow task of run %s ran on build %s", run.GetID(), name)
+			}
+		}
+	}
+
+	var sum workflows.BatchSummary
+	require.NoError(t, batch.Get(ctx, &sum))
+	assert.True(t, sum.Completed(), "%+v", sum)
+	assert.Equal(t, len(tasks), sum.ByStopReason[subagent.StopCompleted], "%+v", sum)
+	// Walk the batch's chain of runs: none failed a task, and the last ran on build B.
+	desc, err := env.c.DescribeWorkflowExecution(ctx, batchID, "")
+	require.NoError(t, err)
+	builds, failed := taskBuilds(t, batchID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	assert.Zero(t, failed)
+	assert.Equal(t, "b", builds[len(builds)-1], "the batch crossed to build B")
+	for id := desc.GetWorkflowExecutionInfo().GetFirstRunId(); id != ""; {
+		evs := runHistory(t, batchID, id)
+		for _, ev := range evs {
+			assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, ev.GetEventType(), "batch run %s", id)
+		}
+		id = evs[len(evs)-1].GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+	}
+
+	// The gate of either build passes: the runs pinned to the other build are skipped.
+	for build, register := range map[string]func(worker.WorkflowRegistry){"a": nil, "b": registerB} {
+		rep, err := app.Replay(ctx, app.ReplayOptions{Client: env.c, Namespace: env.srv.Namespace(), Closed: 200, TaskQueues: []string{queue},
+			DeploymentName: deployment, BuildID: build, Workflows: register})
+		require.NoError(t, err)
+		assert.Empty(t, rep.Failed, "build %s", build)
+		assert.NotEmpty(t, rep.Replayed, "build %s", build)
+	}
+
+	// A drains: no open run is pinned to it any more; then its workers stop.
+	h := env.c.WorkerDeploymentClient().GetHandle(deployment)
+	require.Eventually(t, func() bool {
+		d, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: "a"})
+		return err == nil && d.Info.DrainageInfo != nil &&
+			d.Info.DrainageInfo.DrainageStatus == client.WorkerDeploymentVersionDrainageStatusDrained
+	}, waitLimit, 200*time.Millisecond, "build a drains")
+	stopA()
+	run := startRun(fast, "after a stopped")
+	var out workflows.Outcome
+	require.NoError(t, run.Get(ctx, &out))
+	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+}

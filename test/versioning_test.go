@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
@@ -114,7 +116,7 @@ func TestRolloutToANewBuild(t *testing.T) {
 	deployment := "rollout-" + uuid.NewString()[:8]
 	queue := "rollout-" + uuid.NewString()
 	dir := t.TempDir()
-	slow := script(t, dir, `{"delayMs": 1500, "text": "slow answer", "chunks": 3}`)
+	slow := script(t, dir, `{"delayMs": 3000, "text": "slow answer", "chunks": 3}`)
 	fast := script(t, dir, `{"text": "ok"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitLimit)
 	defer cancel()
@@ -127,6 +129,14 @@ func TestRolloutToANewBuild(t *testing.T) {
 
 	stopA := deployedWorker(t, deployment, "a", queue, nil)
 	setCurrent(t, deployment, "a")
+	// B's workers poll from the start, getting nothing until B is current, so that B becomes
+	// current while A's runs are in their first model request.
+	deployedWorker(t, deployment, "b", queue, registerB)
+	h := env.c.WorkerDeploymentClient().GetHandle(deployment)
+	require.Eventually(t, func() bool {
+		_, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: "b"})
+		return err == nil
+	}, waitLimit, 50*time.Millisecond, "build b polls")
 	var onA, onB []client.WorkflowRun
 	for i := range 20 {
 		onA = append(onA, startRun(slow, fmt.Sprintf("long run %d", i)))
@@ -140,7 +150,6 @@ func TestRolloutToANewBuild(t *testing.T) {
 		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: len(tasks), Concurrency: 2, ContinueAsNewAfter: 2})
 	require.NoError(t, err)
 
-	deployedWorker(t, deployment, "b", queue, registerB)
 	setCurrent(t, deployment, "b")
 	open := 0
 	for _, run := range onA {
@@ -197,7 +206,6 @@ func TestRolloutToANewBuild(t *testing.T) {
 	}
 
 	// A drains: no open run is pinned to it any more; then its workers stop.
-	h := env.c.WorkerDeploymentClient().GetHandle(deployment)
 	require.Eventually(t, func() bool {
 		d, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: "a"})
 		return err == nil && d.Info.DrainageInfo != nil &&
@@ -208,4 +216,49 @@ func TestRolloutToANewBuild(t *testing.T) {
 	var out workflows.Outcome
 	require.NoError(t, run.Get(ctx, &out))
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+}
+
+// TestMixedReleases starts runs the shared worker's release does not know, or knows only in
+// part: a workflow type of a newer release is refused at once with a message naming the side
+// to upgrade, whether started with its update or alone; a StartSubagent input with a field of
+// a newer release, or without the optional fields of this one, runs.
+func TestMixedReleases(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	const newer = "StartSubagentOfANewerRelease"
+
+	op := env.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: "newer-" + uuid.NewString(), TaskQueue: env.taskQueue, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+	}, newer, map[string]any{"provider": "spawn"})
+	handle, err := env.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions:          client.UpdateWorkflowOptions{UpdateName: workflows.UpdatePublished, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	if err == nil {
+		err = handle.Get(ctx, nil)
+	}
+	require.Error(t, err, "the start is refused")
+	assert.Contains(t, err.Error(), `workflow type "StartSubagentOfANewerRelease" is unknown to this subflow worker`)
+	assert.Contains(t, err.Error(), "upgrade the workers")
+
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "newer-" + uuid.NewString(), TaskQueue: env.taskQueue}, newer)
+	require.NoError(t, err)
+	err = run.Get(ctx, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the starter is newer than the workers; upgrade the workers")
+
+	dir := t.TempDir()
+	in := rootInput(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "ok"}`), "mixed releases")
+	raw, err := json.Marshal(in)
+	require.NoError(t, err)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(raw, &fields))
+	fields["fieldOfANewerRelease"] = map[string]any{"any": "value"}
+	run, err = env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "older-" + uuid.NewString(), TaskQueue: env.taskQueue},
+		workflows.WorkflowName, fields)
+	require.NoError(t, err)
+	var out workflows.Outcome
+	require.NoError(t, run.Get(ctx, &out))
+	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	assert.Equal(t, "ok", session.JoinText(out.Result.Output))
 }

@@ -10,6 +10,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -205,6 +206,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	for _, q := range queues {
 		qw := worker.New(c, q, wopts)
 		opts.Workflows(qw)
+		qw.RegisterDynamicWorkflow(unknownWorkflow(cmp.Or(opts.BuildID, "unversioned")), workflow.DynamicRegisterOptions{})
 		activities.Register(qw, acts)
 		ws.ws = append(ws.ws, qw)
 	}

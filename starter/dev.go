@@ -64,7 +64,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			}
 		}()
-		fmt.Fprintf(stdout, "Worker           task queue %s\n", *taskQueue)
+		fmt.Fprintf(stdout, "Worker           task queue %s, Worker Deployment %s build %s (current)\n",
+			*taskQueue, DevDeploymentName, local.buildID)
 	}
 	fmt.Fprintf(stdout, "\nPoint clients and workers at it:\n  export TEMPORAL_ADDRESS=%s\n", srv.FrontendAddr())
 	switch {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -187,4 +189,18 @@ func TestRunRefusesARequestOverOnePayload(t *testing.T) {
 	var ue *usageError
 	require.ErrorAs(t, err, &ue)
 	assert.Contains(t, err.Error(), "over the 2031616 bytes one Temporal payload can carry")
+}
+
+func TestDeploymentAndVersionUsage(t *testing.T) {
+	ctx := context.Background()
+	var out, errOut strings.Builder
+	assert.Equal(t, exitUsage, dispatch(ctx, []string{"deployment"}, &out, &errOut))
+	assert.Equal(t, exitUsage, dispatch(ctx, []string{"deployment", "set-current", "subflow"}, &out, &errOut), "no build id")
+	assert.Equal(t, exitUsage, dispatch(ctx, []string{"deployment", "ramp", "subflow", "b2", "150"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), `PERCENT must be a number from 0 to 100: "150"`)
+
+	assert.Equal(t, exitCompleted, dispatch(ctx, []string{"version"}, &out, &errOut))
+	assert.Contains(t, out.String(), "module    github.com/subflow-dev/subflow")
+	assert.Contains(t, out.String(), "build id  ")
+	assert.Contains(t, out.String(), "revision  ")
 }

@@ -16,8 +16,9 @@ import (
 // localWorker is the set-up `starter dev` and `starter demo` share on an embedded server: the
 // metrics export (when asked for), a client of the server and a worker on it.
 type localWorker struct {
-	c    client.Client
-	stop func() error
+	c       client.Client
+	buildID string
+	stop    func() error
 }
 
 // DevDeploymentName is the Worker Deployment of the worker `starter dev` and `starter demo`
@@ -62,7 +63,7 @@ func startLocalWorker(ctx context.Context, srv *devserver.Server, copts client.O
 		_ = stopMetrics()
 		return nil, err
 	}
-	return &localWorker{c: c, stop: func() error {
+	return &localWorker{c: c, buildID: opts.BuildID, stop: func() error {
 		err := stopWorker()
 		c.Close()
 		if merr := stopMetrics(); merr != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,10 +138,6 @@ func TestRolloutToANewBuild(t *testing.T) {
 		_, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: "b"})
 		return err == nil
 	}, waitLimit, 50*time.Millisecond, "build b polls")
-	var onA, onB []client.WorkflowRun
-	for i := range 20 {
-		onA = append(onA, startRun(slow, fmt.Sprintf("long run %d", i)))
-	}
 	var tasks []workflows.Task
 	for i := range 6 {
 		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("batch task %d", i)))
@@ -149,8 +146,20 @@ func TestRolloutToANewBuild(t *testing.T) {
 	batch, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: queue},
 		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: len(tasks), Concurrency: 2, ContinueAsNewAfter: 2})
 	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		v, err := env.c.QueryWorkflow(ctx, batchID, "", workflows.QueryProgress)
+		var sum workflows.BatchSummary
+		return err == nil && v.Get(&sum) == nil && sum.Running > 0
+	}, waitLimit, 50*time.Millisecond, "the batch starts children on A")
+	var onA, onB []client.WorkflowRun
+	for i := range 20 {
+		onA = append(onA, startRun(slow, fmt.Sprintf("long run %d", i)))
+	}
 
-	setCurrent(t, deployment, "b")
+	// A's workers stop while its runs are in their first model request: the runs pinned to A
+	// wait for a worker of A, whatever else polls the queue, so they are certainly in flight
+	// when B becomes current.
+	stopA()
 	open := 0
 	for _, run := range onA {
 		desc, err := env.c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
@@ -159,11 +168,14 @@ func TestRolloutToANewBuild(t *testing.T) {
 			open++
 		}
 	}
-	require.Positive(t, open, "some runs of build A are still open when B becomes current")
+	require.Positive(t, open, "some runs of build A are in flight")
+	setCurrent(t, deployment, "b")
 	for i := range 20 {
 		onB = append(onB, startRun(fast, fmt.Sprintf("new run %d", i)))
 	}
 
+	// A's workers come back (a rolling deployment keeps them until A drains) and finish A's runs.
+	stopA = deployedWorker(t, deployment, "a", queue, nil)
 	for name, runs := range map[string][]client.WorkflowRun{"a": onA, "b": onB} {
 		for _, run := range runs {
 			var out workflows.Outcome
@@ -203,6 +215,21 @@ func TestRolloutToANewBuild(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, rep.Failed, "build %s", build)
 		assert.NotEmpty(t, rep.Replayed, "build %s", build)
+	}
+
+	// Build B's code under A's build id (an id reused for other code) breaks every run pinned
+	// to A — A's runs and the batch's children that started on A — and the gate names each;
+	// the batch (AutoUpgrade, its code unchanged) still replays.
+	rep, err := app.Replay(ctx, app.ReplayOptions{Client: env.c, Namespace: env.srv.Namespace(), Closed: 200, TaskQueues: []string{queue},
+		DeploymentName: deployment, BuildID: "a", Workflows: registerB})
+	require.NoError(t, err)
+	var broken []string
+	for _, f := range rep.Failed {
+		broken = append(broken, f.Run)
+		assert.True(t, strings.HasPrefix(f.Run, "subagent-"), "only StartSubagent runs fail: %s", f.Run)
+	}
+	for _, run := range onA {
+		assert.Contains(t, broken, fmt.Sprintf("%s (run %s)", run.GetID(), run.GetRunID()))
 	}
 
 	// A drains: no open run is pinned to it any more; then its workers stop.

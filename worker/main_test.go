@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -142,4 +144,23 @@ func (l *logLines) snapshot() []map[string]any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]map[string]any(nil), l.lines...)
+}
+
+// TestReplayExitCodes: the gate exits 1 naming every history that does not replay, 0 when
+// all do.
+func TestReplayExitCodes(t *testing.T) {
+	var out, errOut strings.Builder
+	rep := app.ReplayReport{Replayed: []string{"a.json"}, Failed: []app.ReplayFailure{
+		{Run: "subagent-1 (run r1)", Err: errors.New("nondeterministic workflow")},
+		{Run: "subagent-2 (run r2)", Err: errors.New("nondeterministic workflow")},
+	}}
+	assert.Equal(t, 1, printReplay(rep, false, &out, &errOut))
+	assert.Contains(t, errOut.String(), "FAIL  subagent-1 (run r1): nondeterministic workflow")
+	assert.Contains(t, errOut.String(), "FAIL  subagent-2 (run r2)")
+	assert.Contains(t, out.String(), "1 replayed, 0 skipped (pinned to another version), 2 failed")
+
+	out.Reset()
+	assert.Equal(t, 0, printReplay(app.ReplayReport{Replayed: []string{"a.json"}}, false, &out, &errOut))
+	assert.Equal(t, 2, runReplay([]string{"stray"}, &out, &errOut), "bad usage")
+	assert.Equal(t, 1, runReplay([]string{"--dir", t.TempDir()}, &out, &errOut), "no history to replay is a failure")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -77,6 +78,10 @@ func (f ReplayFailure) Error() string { return f.Run + ": " + f.Err.Error() }
 func Replay(ctx context.Context, opts ReplayOptions) (ReplayReport, error) {
 	if opts.Workflows == nil {
 		opts.Workflows = workflows.Register
+	}
+	if opts.Logger == nil {
+		// The replayer logs each failure as a workflow panic; the report names them.
+		opts.Logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	}
 	var rep ReplayReport
 	if len(opts.Dirs) > 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -41,5 +42,22 @@ func baseZapLogger(opts Options) (*zap.Logger, error) {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), level)
-	return zap.New(core), nil
+	return zap.New(dropNoise{core}), nil
+}
+
+// noise are warnings the server logs in normal operation that tell a user of the embedded
+// server nothing: the first is logged whenever a Worker Deployment version is created, i.e.
+// every time `starter dev` or `starter demo` starts its versioned worker (docs/deployment.md).
+var noise = []string{"TrailerToContextMetadataInterceptor: Trailer had metadata but context not wrapped"}
+
+// dropNoise is a zapcore.Core that drops the noise entries.
+type dropNoise struct{ zapcore.Core }
+
+func (d dropNoise) With(fields []zapcore.Field) zapcore.Core { return dropNoise{d.Core.With(fields)} }
+
+func (d dropNoise) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if slices.Contains(noise, e.Message) {
+		return ce
+	}
+	return d.Core.Check(e, ce)
 }

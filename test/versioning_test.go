@@ -144,7 +144,7 @@ func TestRolloutToANewBuild(t *testing.T) {
 	}
 	batchID := "batch-" + uuid.NewString()
 	batch, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: queue},
-		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: len(tasks), Concurrency: 2, ContinueAsNewAfter: 2})
+		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: len(tasks), Concurrency: 2, ContinueAsNewAfter: 2})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		v, err := env.c.QueryWorkflow(ctx, batchID, "", workflows.QueryProgress)

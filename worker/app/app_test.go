@@ -274,7 +274,7 @@ func TestReplayGateOnRecordedHistories(t *testing.T) {
 		names = append(names, f.Run)
 	}
 	assert.Contains(t, names, filepath.Join(dir, "spawn-completed.json"))
-	assert.NotContains(t, names, filepath.Join(dir, "batchv2-completed.json"), "the batch is unchanged")
+	assert.NotContains(t, names, filepath.Join(dir, "batch-completed.json"), "the batch is unchanged")
 
 	_, err = Replay(context.Background(), ReplayOptions{Dirs: []string{t.TempDir()}})
 	assert.ErrorContains(t, err, "no recorded history")

@@ -214,10 +214,14 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		zap.Strings("workspaceRoots", served),
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs))
-	if len(ws.ws) == 1 {
-		return ws.ws[0], closeStore, nil
+	cleanup = func() error {
+		acts.ReleasePermits()
+		return closeStore()
 	}
-	return ws, closeStore, nil
+	if len(ws.ws) == 1 {
+		return ws.ws[0], cleanup, nil
+	}
+	return ws, cleanup, nil
 }
 
 // workerIdentity is the Temporal identity of the worker: the SDK's default form, followed by

@@ -150,7 +150,7 @@ func admissionBatch(b *testing.B, admitted bool, n int) float64 {
 	defer cancel()
 	begin := time.Now()
 	run, err := f.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: f.taskQueue},
-		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: 50, TaskQueue: f.taskQueue})
+		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: 50, TaskQueue: f.taskQueue})
 	require.NoError(b, err)
 	var sum workflows.BatchSummary
 	require.NoError(b, run.Get(ctx, &sum))

@@ -224,7 +224,7 @@ func TestModelAdmissionSDKChildren(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchLimit)
 	defer cancel()
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: f.taskQueue},
-		workflows.BatchV2WorkflowName, workflows.BatchV2Input{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: n, TaskQueue: f.taskQueue})
+		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: n, TaskQueue: f.taskQueue})
 	require.NoError(t, err)
 	var sum workflows.BatchSummary
 	require.NoError(t, run.Get(ctx, &sum))

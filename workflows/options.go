@@ -11,7 +11,7 @@ import (
 // heartbeat at least once a second, so a dead worker is noticed within HeartbeatTimeout and
 // a cancel reaches a running child within one heartbeat interval (SPEC R-72). HeartbeatTimeout
 // is three intervals: one late heartbeat does not fail a drive, and a killed worker's drive
-// is retried elsewhere about HeartbeatTimeout + driveFirstRetry after the kill.
+// is retried elsewhere about HeartbeatTimeout + 1 s (the first retry interval) after the kill.
 const (
 	ShortTimeout     = 30 * time.Second
 	DriveTimeout     = 2 * time.Hour
@@ -53,12 +53,6 @@ func shortRetry() *temporal.RetryPolicy {
 	}
 }
 
-// driveFirstRetry is the pause before a drive's first retry. A drive fails retryably when its
-// worker died (noticed after HeartbeatTimeout), stopped, or lost its session lease: the retry
-// is wanted at once, and the kill-to-result time of a run is HeartbeatTimeout plus this
-// (docs/benchmarks.md, "Recovery as the user sees it").
-const driveFirstRetry = 200 * time.Millisecond
-
 // driveOptions are those of Drive and RunSDKChild: long, heartbeated, and waited for on
 // cancellation so the aborted result is there to read. A retried Drive resumes from the
 // session store; a retried RunSDKChild starts a new child process, hence fewer attempts.
@@ -70,7 +64,7 @@ func driveOptions(summary string, attempts int32, scheduleToClose time.Duration)
 		HeartbeatTimeout:       HeartbeatTimeout,
 		WaitForCancellation:    true,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        driveFirstRetry,
+			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
 			MaximumAttempts:        attempts,

@@ -2,9 +2,10 @@ package activities
 
 import (
 	"context"
-
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,7 @@ type admissionState struct {
 	// limiters are the limiter ids this worker saw a ModelAdmission answer under: the first
 	// acquire of any other checks who holds the id first (squatter).
 	limiters sync.Map
+	pools    map[string]*permitPool // by provider (permitpool.go)
 }
 
 // driveStarted records the client and queue of a drive and its progress; the returned
@@ -99,14 +101,59 @@ func (m *admittedModel) Stream(ctx context.Context, req model.Request, onText fu
 	}
 	adm := model.Admission{OnWait: onWait}
 	if c != nil {
-		ad := &admitter{c: c, taskQueue: queue, limits: s.limits, rpm: s.rpm, limiters: &s.limiters}
-		adm.Admit = func(ctx context.Context, provider string) (func(), error) {
-			onWait(fmt.Sprintf("waiting for rate limit: admission of %s (%s)", provider, s.describe(provider)))
-			defer onWait("")
-			return ad.acquire(ctx, provider)
-		}
+		adm.Admit = s.admit(c, queue, onWait)
 	}
 	return m.inner.Stream(model.WithAdmission(ctx, adm), req, onText)
+}
+
+// admit returns the model.Admission Admit of requests admitted through c by the limiters on
+// queue; the wait for a permit is shown through onWait.
+func (s *admissionState) admit(c client.Client, queue string, onWait func(string)) func(ctx context.Context, provider string) (func(), error) {
+	ad := &admitter{c: c, taskQueue: queue, limits: s.limits, rpm: s.rpm, limiters: &s.limiters}
+	return func(ctx context.Context, provider string) (func(), error) {
+		pool := s.pool(ad, provider)
+		if pool != nil {
+			if h, ok := pool.take(time.Now()); ok {
+				return func() { pool.put(h, time.Now()) }, nil
+			}
+		}
+		onWait(fmt.Sprintf("waiting for rate limit: admission of %s (%s)", provider, s.describe(provider)))
+		defer onWait("")
+		id, err := ad.acquire(ctx, provider)
+		if err != nil {
+			return nil, err
+		}
+		if pool == nil {
+			return func() { ad.release(workflows.AdmissionWorkflowID(provider), id) }, nil
+		}
+		h := heldPermit{id: id, granted: time.Now()}
+		return func() { pool.put(h, time.Now()) }, nil
+	}
+}
+
+// pool returns the worker's pool of idle permits of provider, made on first use with ad to
+// give permits back; nil for a provider capped per minute, whose every request is a grant.
+func (s *admissionState) pool(ad *admitter, provider string) *permitPool {
+	if s.rpm[provider] > 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pools[provider]
+	if p == nil {
+		id := workflows.AdmissionWorkflowID(provider)
+		p = &permitPool{giveBack: func(permit string) { ad.release(id, permit) }}
+		if s.pools == nil {
+			s.pools = map[string]*permitPool{}
+		}
+		s.pools[provider] = p
+	}
+	return p
+}
+
+// limited returns the providers under a limit, sorted.
+func (s *admissionState) limited() []string {
+	return slices.Sorted(maps.Keys(s.limits))
 }
 
 // admittedRegistry returns models with every provider named in limits wrapped in an
@@ -127,12 +174,12 @@ func admittedRegistry(models *model.Registry, state *admissionState) *model.Regi
 }
 
 // acquire waits for a permit of provider's limiter, starting the limiter if none runs, and
-// returns the function that releases it.
-func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error) {
+// returns its id.
+func (ad *admitter) acquire(ctx context.Context, provider string) (string, error) {
 	id := workflows.AdmissionWorkflowID(provider)
 	if _, seen := ad.limiters.Load(id); !seen {
 		if err := ad.squatter(ctx, id); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
 	for {
@@ -163,12 +210,12 @@ func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error
 		switch {
 		case err == nil:
 			ad.limiters.Store(id, true)
-			return func() { ad.release(id, permit) }, nil
+			return permit, nil
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return "", ctx.Err()
 		}
 		if err := ad.squatter(ctx, id); err != nil {
-			return nil, err
+			return "", err
 		}
 		// Refused (the server's cap on in-flight updates, or the limiter continuing as new)
 		// or a transient error: again, after a jittered pause so waiting callers spread out.
@@ -176,7 +223,7 @@ func (ad *admitter) acquire(ctx context.Context, provider string) (func(), error
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return "", ctx.Err()
 		case <-t.C:
 		}
 	}
@@ -196,4 +243,18 @@ func (ad *admitter) release(workflowID, permit string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = ad.c.SignalWorkflow(ctx, workflowID, "", workflows.SignalRelease, permit)
+}
+
+// ReleasePermits gives back the idle model-admission permits this worker holds for reuse.
+// Call it once the worker stopped (no drive runs any more), before the process exits.
+func (a *Activities) ReleasePermits() {
+	if a.admission == nil {
+		return
+	}
+	a.admission.mu.Lock()
+	pools := slices.Collect(maps.Values(a.admission.pools))
+	a.admission.mu.Unlock()
+	for _, p := range pools {
+		p.giveBackAll()
+	}
 }

@@ -66,6 +66,7 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
 		return workflows.DriveSummary{}, err
 	}
+	a.resetStickiness(ctx, log)
 	if activity.HasHeartbeatDetails(ctx) {
 		// The store is the truth; the previous attempt's progress only says how far it got.
 		var prev workflows.Progress

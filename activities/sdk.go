@@ -47,6 +47,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	if err := a.resolveRequest(ctx, &req, in.RequestRef); err != nil {
 		return workflows.Outcome{}, err
 	}
+	a.resetStickiness(ctx, log)
 	depth, policy, err := a.sdkParent(ctx, &req)
 	if err != nil {
 		return workflows.Outcome{}, err
@@ -94,6 +95,19 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 		parent.cwd = cwd
 		return a.sdkDelegate(ctx, callCtx, parent, p)
 	}
+	if a.admission != nil {
+		// The child's model requests wait for the same cluster-wide permits as a drive's.
+		a.admission.mu.Lock()
+		queue := a.admission.taskQueue
+		a.admission.mu.Unlock()
+		if queue == "" {
+			queue = activity.GetInfo(ctx).TaskQueue
+		}
+		if c := a.client(ctx); c != nil {
+			policy.Admit = a.admission.admit(c, queue, func(string) {})
+			policy.AdmitProviders = a.admission.limited()
+		}
+	}
 	run, err := a.sdk.StartRun(runCtx, req, policy)
 	switch {
 	case err == nil:
@@ -118,7 +132,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	if err := run.Dispose(context.WithoutCancel(ctx)); err != nil {
 		log.Error("dispose sdk child", zap.Error(err))
 	}
-	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res}
+	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res, Usage: run.Usage()}
 	if err := a.byReference(context.WithoutCancel(ctx), &out); err != nil {
 		return workflows.Outcome{}, err
 	}

@@ -57,9 +57,11 @@ func TestRunSDKChildThroughTheRealChildRuntime(t *testing.T) {
 
 	out, err := runSDK(e, "run-1", request("say hello"))
 	require.NoError(t, err)
+	assert.Positive(t, out.Usage.InputTokens, "the child's usage is reported, as an in-process run's")
+	// The scripted model counts a token per 4 runes of its answer: 24 runes.
 	assert.Equal(t, workflows.Outcome{ChildID: "run-1", Depth: 1, Result: subagent.Result{
 		Output: []session.Block{session.Text("hello from the sdk child")}, StopReason: subagent.StopCompleted,
-	}}, out)
+	}, Usage: session.Usage{InputTokens: out.Usage.InputTokens, OutputTokens: 6}}, out)
 	assert.Equal(t, []workflows.Published{{ChildID: "run-1", Depth: 1, Model: "script.json"}}, sig.got,
 		"published once, after the handshake, with the parent's cwd from the store")
 	assert.NotEmpty(t, e.progress())

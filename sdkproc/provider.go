@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"time"
@@ -89,6 +90,13 @@ type RunOptions struct {
 	// (subagent/run requests); its error message is the child's tool result. Without it such
 	// a request is answered "method not found".
 	Delegate func(ctx context.Context, params wire.SubagentRunParams) (subagent.Result, error)
+	// Admit, when set, admits the child's model requests to the providers named in
+	// AdmitProviders (sent in initialize): the runtime asks for a permit before each such
+	// request, and Admit waits for it as it would for a request of the caller's own (a
+	// worker's cluster-wide --model-concurrency). Permits the child still holds when the run
+	// is disposed are released then.
+	Admit          func(ctx context.Context, provider string) (release func(), err error)
+	AdmitProviders []string
 }
 
 // Start is StartRun with zero RunOptions.
@@ -133,6 +141,14 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 	}
 	log = log.With(zap.String("provider", p.Name()), zap.String("run", id))
 	r := newRun(p, id, req.Prompt, log)
+	handlers := delegateHandler(opts.Delegate)
+	if opts.Admit != nil {
+		r.permits = newPermits(opts.Admit)
+		if handlers == nil {
+			handlers = map[string]wire.Handler{}
+		}
+		maps.Copy(handlers, r.permits.handlers())
+	}
 	c, err := spawn(spawnOptions{
 		command:      p.cfg.Command,
 		args:         p.cfg.Args,
@@ -141,7 +157,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 		maxFrameSize: p.opts.MaxFrameSize,
 		log:          log,
 		onNotify:     r.events.push,
-		handlers:     delegateHandler(opts.Delegate),
+		handlers:     handlers,
 	})
 	if err != nil {
 		return nil, err
@@ -152,6 +168,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 		// Reject only after the reap. The protocol never got going, so no shutdown request;
 		// a done ctx (the caller gave up) skips the graceful steps: no session exists yet.
 		stopErr := c.stop(ctx, ladderOptions{eofGrace: p.cfg.eofGrace, grace: p.cfg.grace})
+		r.releasePermits()
 		switch {
 		case ctx.Err() != nil:
 			err = ErrAbortedBeforeStart
@@ -184,6 +201,9 @@ func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route se
 	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model, Sandbox: opts.Sandbox,
 		Protected: p.cfg.Protected, Roots: p.cfg.Roots,
 		TraceParent: telemetry.TraceParent(ctx)}
+	if opts.Admit != nil {
+		params.Admission = opts.AdmitProviders
+	}
 	if route.MaxTokens != 0 {
 		params.MaxTokens = json.RawMessage(strconv.FormatInt(route.MaxTokens, 10))
 	}

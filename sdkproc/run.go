@@ -40,6 +40,9 @@ type Run struct {
 
 	disposeOnce sync.Once
 	disposeErr  error
+
+	permits *permits // nil without RunOptions.Admit
+	usage   session.Usage
 }
 
 var _ subagent.Run = (*Run)(nil)
@@ -106,8 +109,25 @@ func (r *Run) Dispose(ctx context.Context) error {
 			eofGrace:        r.p.cfg.eofGrace,
 			grace:           r.p.cfg.grace,
 		})
+		r.releasePermits()
 	})
 	return r.disposeErr
+}
+
+// releasePermits releases the admission permits the child still holds.
+func (r *Run) releasePermits() {
+	if r.permits != nil {
+		r.permits.releaseAll()
+	}
+}
+
+// Usage returns the tokens the run's model requests used so far, summed over the assistant
+// messages of the run's own turn (those after the prompt's receipt), as in-process runs
+// report theirs.
+func (r *Run) Usage() session.Usage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.usage
 }
 
 // Progress returns a snapshot of the run's progress, for heartbeats.
@@ -357,6 +377,8 @@ func (s *collectState) track(ev session.Event) {
 			r.mu.Lock()
 			if d.Usage != nil {
 				r.progress.OutputTokens += d.Usage.OutputTokens
+				r.usage.InputTokens += d.Usage.InputTokens
+				r.usage.OutputTokens += d.Usage.OutputTokens
 			}
 			if text := session.JoinText(d.Message.Content); text != "" {
 				r.progress.Tail = subagent.Tail(text)

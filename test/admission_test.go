@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -26,6 +28,7 @@ import (
 type limitedAPI struct {
 	srv      *httptest.Server
 	limit    int64
+	hold     time.Duration // how long each answer stays open; 50 ms when 0
 	open     atomic.Int64
 	mu       sync.Mutex
 	maxOpen  int64
@@ -34,7 +37,12 @@ type limitedAPI struct {
 }
 
 func newLimitedAPI(t testing.TB, limit int64) *limitedAPI {
-	a := &limitedAPI{limit: limit}
+	return newLimitedAPIHolding(t, limit, 50*time.Millisecond)
+}
+
+// newLimitedAPIHolding is newLimitedAPI whose answers stay open for hold.
+func newLimitedAPIHolding(t testing.TB, limit int64, hold time.Duration) *limitedAPI {
+	a := &limitedAPI{limit: limit, hold: hold}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := a.open.Add(1)
 		closed := false
@@ -69,7 +77,7 @@ func newLimitedAPI(t testing.TB, limit int64) *limitedAPI {
 		}
 		chunk("o", "")
 		// Keep the request open a moment, so requests overlap.
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(a.hold)
 		chunk("k", "stop")
 		fmt.Fprint(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`+"\n\n")
 		a.mu.Lock()
@@ -91,6 +99,7 @@ func newLimitedAPI(t testing.TB, limit int64) *limitedAPI {
 // ModelAdmission workflow.
 func TestModelAdmissionAcrossWorkers(t *testing.T) {
 	const limit = 4
+	terminateAdmission(t, model.ProviderOpenAICompatible)
 	api := newLimitedAPI(t, limit)
 	f := newFaultEnv(t, "")
 	f.extraArgs = []string{"--model-concurrency", fmt.Sprintf("%s=%d", model.ProviderOpenAICompatible, limit)}
@@ -177,4 +186,75 @@ func TestModelAdmissionLimiter(t *testing.T) {
 	assert.LessOrEqual(t, maxHeld.Load(), int64(limit))
 	assert.Positive(t, maxHeld.Load())
 	require.NoError(t, env.c.TerminateWorkflow(context.Background(), id, "", "test over"))
+}
+
+// terminateAdmission ends the ModelAdmission of provider if one runs, so a test starts its
+// own with its own limit on its own task queue (the limiter of an earlier test may run on a
+// queue no worker serves any more), and ends it again after the test.
+func terminateAdmission(t testing.TB, provider string) {
+	end := func() {
+		_ = env.c.TerminateWorkflow(context.Background(), workflows.AdmissionWorkflowID(provider), "", "test boundary")
+	}
+	end()
+	t.Cleanup(end)
+}
+
+// TestModelAdmissionSDKChildren: sdk children's model requests take the same cluster-wide
+// permits as in-process drives. A batch of sdk runs against a server that refuses more than
+// N open requests, with --model-concurrency N on the workers: the server never sees more
+// than N open requests, and every run reports its token usage, in its result, in the
+// batch's totals and in its search attributes, as in-process runs do.
+func TestModelAdmissionSDKChildren(t *testing.T) {
+	const limit, n = 2, 8
+	terminateAdmission(t, model.ProviderOpenAICompatible)
+	// Each answer stays open half a second: unadmitted, the 8 children would overlap.
+	api := newLimitedAPIHolding(t, limit, 500*time.Millisecond)
+	f := newFaultEnv(t, "")
+	f.extraArgs = []string{"--model-concurrency", fmt.Sprintf("%s=%d", model.ProviderOpenAICompatible, limit)}
+	f.extraEnv = []string{"OPENAI_BASE_URL=" + api.srv.URL, "OPENAI_API_KEY=test-key"}
+	f.startWorker()
+	f.startWorker()
+
+	dir := t.TempDir()
+	tasks := make([]workflows.Task, n)
+	for i := range tasks {
+		tasks[i] = workflows.Task{Provider: subagent.ProviderSDK, Task: "say ok", Cwd: dir, ModelProvider: model.ProviderOpenAICompatible, Model: "m"}
+	}
+	batchID := "batch-" + uuid.NewString()
+	ctx, cancel := context.WithTimeout(context.Background(), batchLimit)
+	defer cancel()
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: f.taskQueue},
+		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: n, TaskQueue: f.taskQueue})
+	require.NoError(t, err)
+	var sum workflows.BatchSummary
+	require.NoError(t, run.Get(ctx, &sum))
+	assert.Equal(t, n, sum.ByStopReason[subagent.StopCompleted], "%+v", sum)
+	assert.EqualValues(t, n*10, sum.InputTokens, "the batch totals the sdk runs' usage")
+	assert.EqualValues(t, n*2, sum.OutputTokens)
+
+	// One more run on its own: its result and its search attributes carry its tokens.
+	in := rootInput(subagent.ProviderSDK, dir, "m", "say ok")
+	in.Request.AgentOptions.Provider = model.ProviderOpenAICompatible
+	in.Root.Route = in.Request.AgentOptions
+	_, one := f.start(in)
+	out, cancelled := outcome(t, one)
+	require.False(t, cancelled)
+	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	assert.Equal(t, session.Usage{InputTokens: 10, OutputTokens: 2}, out.Usage)
+	desc, err := env.c.DescribeWorkflowExecution(ctx, one.GetID(), one.GetRunID())
+	require.NoError(t, err)
+	fields := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	for name, want := range map[string]int64{"SubagentInputTokens": 10, "SubagentOutputTokens": 2} {
+		var got int64
+		require.Contains(t, fields, name)
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(fields[name], &got))
+		assert.Equal(t, want, got, name)
+	}
+
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	assert.LessOrEqual(t, api.maxOpen, int64(limit), "the server saw more than %d open requests", limit)
+	assert.Equal(t, int64(limit), api.maxOpen, "the children's requests did overlap up to the limit")
+	assert.Zero(t, api.refusals)
+	assert.Equal(t, n+1, api.served)
 }

@@ -129,3 +129,17 @@ func withRateLimits(ctx context.Context, provider string, maxWait time.Duration,
 		backoff = min(backoff*2, maxRateLimitBackoff)
 	}
 }
+
+// Admitted returns m with every request made under a: the adapter behind m consults a.Admit
+// around each request as if the caller had put a in the request's context (WithAdmission).
+// The sdk child runtime wraps the providers its client limits this way.
+func Admitted(m Model, a Admission) Model { return admittedModel{inner: m, adm: a} }
+
+type admittedModel struct {
+	inner Model
+	adm   Admission
+}
+
+func (m admittedModel) Stream(ctx context.Context, req Request, onText func(string)) (Response, error) {
+	return m.inner.Stream(WithAdmission(ctx, m.adm), req, onText)
+}

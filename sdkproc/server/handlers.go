@@ -87,6 +87,7 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	s.protected = append([]string{s.sessionRoot}, p.Protected...)
 	s.roots = p.Roots
 	s.traceParent = p.TraceParent
+	s.models = s.admitted(p.Admission)
 	return wire.InitializeResult{ServerInfo: wire.ServerInfo{Name: wire.ServerName, Version: s.version}}, nil
 }
 

@@ -16,6 +16,11 @@ const (
 	// MethodSubagentRun is the one request the runtime sends the client (a subflow
 	// extension): run a delegation its subagent tool asked for and answer with its result.
 	MethodSubagentRun = "subagent/run"
+	// MethodModelAdmit and MethodModelRelease are the runtime's requests (a subflow
+	// extension) around each model request to a provider that initialize named in
+	// Admission: model/admit waits for the client's permit, model/release gives it back.
+	MethodModelAdmit   = "model/admit"
+	MethodModelRelease = "model/release"
 
 	NotifySessionEvent     = "session.event"
 	NotifySessionStatus    = "session.status"
@@ -58,6 +63,10 @@ type InitializeParams struct {
 	Roots     []string `json:"roots,omitempty"`
 
 	TraceParent string `json:"traceparent,omitempty"`
+	// Admission names the model providers whose requests the client admits (its
+	// cluster-wide concurrency limits): the runtime asks model/admit before each request to
+	// one of them and sends model/release after it.
+	Admission []string `json:"admission,omitempty"`
 }
 
 // ServerInfo identifies the runtime.
@@ -122,4 +131,20 @@ type SubagentRunParams struct {
 // response whose message is the exact SPEC message.
 type SubagentRunResult struct {
 	Result subagent.Result `json:"result"`
+}
+
+// ModelAdmitParams are the params of model/admit: the provider a model request goes to.
+type ModelAdmitParams struct {
+	Provider string `json:"provider"`
+}
+
+// ModelAdmitResult is the result of model/admit: the permit the request holds until
+// model/release.
+type ModelAdmitResult struct {
+	Permit string `json:"permit"`
+}
+
+// ModelReleaseParams are the params of model/release; its result is an empty object.
+type ModelReleaseParams struct {
+	Permit string `json:"permit"`
 }

@@ -229,10 +229,14 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs), zap.String("deploymentName", opts.DeploymentName),
 		zap.String("buildId", opts.BuildID))
-	if len(ws.ws) == 1 {
-		return ws.ws[0], closeStore, nil
+	cleanup = func() error {
+		acts.ReleasePermits()
+		return closeStore()
 	}
-	return ws, closeStore, nil
+	if len(ws.ws) == 1 {
+		return ws.ws[0], cleanup, nil
+	}
+	return ws, cleanup, nil
 }
 
 // deploymentOptions joins the worker to its Worker Deployment, when it names one. Workflows

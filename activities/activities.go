@@ -23,7 +23,7 @@ import (
 
 // DefaultHeartbeatInterval is the heartbeat interval of Drive and RunSDKChild when
 // Config.HeartbeatInterval is 0. It is also the largest interval New accepts: a cancel must
-// reach a running child within one interval (SPEC R-72).
+// reach a running child within one interval (contract R-72).
 const DefaultHeartbeatInterval = time.Second
 
 // Config configures the activities. Store, Models and Tools are required.
@@ -41,7 +41,7 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Logger receives every activity's log lines; nil logs nothing.
 	Logger *zap.Logger
-	// SubagentProvider is the provider of the subagent tool's calls that name none (SPEC
+	// SubagentProvider is the provider of the subagent tool's calls that name none (contract
 	// R-9); "" means subagent.ProviderSpawn. Every in-process child gets the tool: its calls
 	// start nested StartSubagent runs on the drive's task queue.
 	SubagentProvider string

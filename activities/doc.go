@@ -18,7 +18,7 @@
 //
 // # Nested delegation
 //
-// Every in-process child gets the `subagent` tool (package subagent, SPEC R-8, R-9; see
+// Every in-process child gets the `subagent` tool (package subagent, contract R-8, R-9; see
 // Config.SubagentProvider and Config.SubagentMaxDepth). The drive runs no nested run itself:
 // a call is deferred (subagenttool.ErrDeferred), the drive returns the deferred calls to the
 // workflow, which starts each as a child workflow, and RecordNested writes their results back

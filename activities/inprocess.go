@@ -18,9 +18,9 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// Publish creates and publishes the child in.ChildID (SPEC R-20): create-if-absent, so a
+// Publish creates and publishes the child in.ChildID (contract R-20): create-if-absent, so a
 // retry with the same child id returns the stored child. Rejections are non-retryable
-// ApplicationErrors whose Type is the rule and whose message is the exact SPEC message.
+// ApplicationErrors whose Type is the rule and whose message is the exact contract message.
 func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (workflows.Published, error) {
 	log := a.logger(ctx, in.ChildID)
 	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
@@ -49,7 +49,7 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 }
 
 // Drive runs the child's one turn, resuming from the session store what an earlier attempt
-// left unfinished (SPEC R-73), and heartbeats its Progress every interval. When the store
+// left unfinished (contract R-73), and heartbeats its Progress every interval. When the store
 // leases sessions (session.Leaser), Drive holds the child's lease while it runs and appends
 // through it, fenced; if another attempt takes the lease over, Drive stops the child and
 // returns a retryable error (its result is not wanted: the server already retried it).
@@ -218,7 +218,7 @@ func (a *Activities) suspend(ctx context.Context, log *zap.Logger, childID strin
 	}
 }
 
-// ReadResult reads the child's result from the session store (SPEC R-28). With Cancelled
+// ReadResult reads the child's result from the session store (contract R-28). With Cancelled
 // set, a turn the log leaves unended is recorded as ended aborted, cause parent, first.
 func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInput) (workflows.Outcome, error) {
 	log := a.logger(ctx, in.ChildID)

@@ -15,7 +15,7 @@ import (
 )
 
 // CreateRootSession creates the depth-0 root parent session of a request that names none
-// (SPEC R-82), if it is absent: a retried call with the same input is a no-op. The cwd must
+// (contract R-82), if it is absent: a retried call with the same input is a no-op. The cwd must
 // be an absolute, accessible directory (its symlinks resolved). It returns the session's
 // ParentRef.
 func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateRootSessionInput) (subagent.ParentRef, error) {

@@ -21,7 +21,7 @@ import (
 // phaseStarting is the Progress phase of an sdk child before its handshake completed.
 const phaseStarting = "starting"
 
-// RunSDKChild runs one sdk child from spawn to dispose (SPEC R-52… ): it starts
+// RunSDKChild runs one sdk child from spawn to dispose (contract R-52… ): it starts
 // the child process with in.RunID as its run id, signals workflows.SignalSDKPublished to its
 // own workflow once the handshake completed, heartbeats the run's progress and returns the
 // Outcome. The child is always disposed (the shutdown ladder, then reaped) before

@@ -29,7 +29,7 @@ const defaultCancels = 100
 const cancelPipeline = 3
 
 // BenchmarkCancelLatency cancels runs mid-stream, one at a time, and measures from the
-// CancelWorkflow call to the child's end (SPEC R-72):
+// CancelWorkflow call to the child's end (contract R-72):
 //
 //   - inprocess: a spawn run, until its child's turn/end (aborted, cause parent), timed by the
 //     event's own timestamp in the worker's session store;

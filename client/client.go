@@ -45,7 +45,7 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 }
 
 // Start starts workflows.StartSubagent with Update-with-Start and returns as soon as the child is
-// published (SPEC R-71), with the workflow run to wait on for the Outcome.
+// published (contract R-71), with the workflow run to wait on for the Outcome.
 //
 // The run starts on the task queue RouteWorkspace picks for its cwd (opts.TaskQueue unless a
 // worker serves the cwd's root host-locally), so all its workflow tasks and activities run
@@ -53,7 +53,7 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 //
 // A workflow id in subflow's own namespace (workflows.ReservedIDPrefix) or over the server's
 // length limit is refused before anything starts. A request rejected before publication returns a *subagent.ValidationError whose Error()
-// is exactly the SPEC message and whose Rule names the rule. A run cancelled before
+// is exactly the contract's message and whose Rule names the rule. A run cancelled before
 // publication returns an error wrapping a *temporal.CanceledError. Other failures are
 // wrapped with the workflow id.
 func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.Published, tclient.WorkflowRun, error) {

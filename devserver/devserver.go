@@ -1,7 +1,7 @@
 // Package devserver runs a single-process Temporal server on SQLite, with the Temporal Web UI,
 // for `starter dev`, `starter demo` and end-to-end tests. It is the approach of the Temporal
 // CLI's `temporal server start-dev`, reduced to what subflow needs, and registers the custom
-// search attributes of SPEC R-75 in its namespace.
+// search attributes of contract R-75 in its namespace.
 package devserver
 
 import (

@@ -14,7 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// SearchAttributes are the custom search attributes of SPEC R-75, by name: those of
+// SearchAttributes are the custom search attributes of contract R-75, by name: those of
 // workflows.SearchAttributes, the one list. Start registers them in its namespace;
 // SearchAttributeCommand renders them for other servers. SQL visibility allows at most 10
 // Keyword, 3 Int and 3 Text attributes per namespace.

@@ -16,7 +16,7 @@ import (
 // Sources of delegated policy events.
 const (
 	// SourceDelegation marks the sandbox/mode and approval/policy events a child receives from
-	// its parent (SPEC R-24).
+	// its parent (contract R-24).
 	SourceDelegation = "delegation"
 	// SourceDeployment marks a sandbox/mode that is a deployment default rather than an
 	// explicit choice; such a mode is never delegated.
@@ -32,7 +32,7 @@ type CreateRequest struct {
 	ChildID string
 	// Request is the delegation; Request.Parent.SessionID names the parent session.
 	Request subagent.Request
-	// RuntimeDepth is the parent agent's runtime delegation depth (SPEC R-5); nil is none.
+	// RuntimeDepth is the parent agent's runtime delegation depth (contract R-5); nil is none.
 	RuntimeDepth *float64
 	// RunTools are the names of the tools the child's drives install (DriveRequest.Tools),
 	// which the request's tool filter may name besides the global tools.
@@ -53,9 +53,9 @@ type plan struct {
 	setup  []session.Event // seed, end-seed, delegated policy; numbered from 0
 }
 
-// Create persists a new child of req.Request.Parent (SPEC R-20 up to publication): it checks
-// the request (the start checks of SPEC R-4 for the provider, a cancelled ctx, the depth of
-// SPEC R-5, the tool filter, the preset), then writes the header (origin "subagent", depth,
+// Create persists a new child of req.Request.Parent (contract R-20 up to publication): it checks
+// the request (the start checks of contract R-4 for the provider, a cancelled ctx, the depth of
+// contract R-5, the tool filter, the preset), then writes the header (origin "subagent", depth,
 // parent, cwd, route, preset, seedLength for a non-empty fork seed), the seed and its
 // end-seed marker, and the delegated policy: the parent's explicit sandbox mode, if any, and
 // approval policy "never".
@@ -217,7 +217,7 @@ func (h *Host) checkSetup(hd session.Header, req subagent.Request, runTools []st
 	if _, err := h.preset(hd.AgentPreset); err != nil {
 		return fmt.Errorf("inprocess: create %s: %w", hd.ID, err)
 	}
-	// The error of Restrict is the user-visible message of SPEC R-25: return it as is.
+	// The error of Restrict is the user-visible message of contract R-25: return it as is.
 	if err := restrict(tools.NewScope(h.tools), h.tools, req.ToolFilter, runTools); err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func (h *Host) rollback(id string) {
 	}
 }
 
-// childRoute is the parent's route overridden field by field by the request (SPEC R-21);
+// childRoute is the parent's route overridden field by field by the request (contract R-21);
 // nil when no field is set at all.
 func childRoute(parent *session.Route, override session.Route) *session.Route {
 	var r session.Route
@@ -287,7 +287,7 @@ func childRoute(parent *session.Route, override session.Route) *session.Route {
 }
 
 // DelegatedSandbox returns the sandbox mode a child of a session with these events inherits
-// (SPEC R-24): the mode of the latest sandbox/mode event that is not a deployment default, or
+// (contract R-24): the mode of the latest sandbox/mode event that is not a deployment default, or
 // "" when there is none. A mode that is not known (tools.CheckSandboxMode) is an error: it
 // must not be delegated as if it allowed anything.
 func DelegatedSandbox(events []session.Event) (string, error) {
@@ -319,7 +319,7 @@ func TighterDepth(a, b *int64) *int64 {
 }
 
 // setupEvents returns a new child's first events, numbered from 0: the seed and the end-seed
-// marker when the seed is not empty, then the delegated policy (SPEC ).
+// marker when the seed is not empty, then the delegated policy (contract ).
 func setupEvents(seed []session.Event, sandbox string) ([]session.Event, error) {
 	var out []session.Event
 	if len(seed) > 0 {

@@ -1,6 +1,6 @@
 // Package inprocess is the in-process subagent driver: it runs a delegated child agent
 // (spawn: a fresh conversation; fork: seeded with the parent's completed turns) inside this
-// process, and the child-scoped structured-output runtime (SPEC §4, §5).
+// process, and the child-scoped structured-output runtime (contract §4, §5).
 //
 // A delegation has three phases that meet only in the session store, so that each may run
 // on a different worker:

@@ -15,7 +15,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// DelegatedContext is the runtime-context statement of every child (SPEC R-24). It reaches the
+// DelegatedContext is the runtime-context statement of every child (contract R-24). It reaches the
 // model through the runtime context, never the system prompt.
 const DelegatedContext = "You are a delegated subagent: your permission scope was fixed when you were started and cannot be widened from inside this session — operations that require approval are rejected automatically. When the task needs access beyond that scope, do not retry the denied operation; state the limitation in your reply so the delegating agent can handle it."
 
@@ -28,7 +28,7 @@ const (
 	PhaseIdle    = "idle"
 )
 
-// Progress is what a drive reports while it runs (SPEC R-73): subagent.Progress, the one
+// Progress is what a drive reports while it runs (contract R-73): subagent.Progress, the one
 // progress type. Steps counts the steps started by this drive and the drives before it; Tail
 // is the end of the text streamed in the latest step.
 type Progress = subagent.Progress
@@ -73,7 +73,7 @@ type child struct {
 	closeErr  error
 }
 
-// Drive runs the child's one turn (SPEC R-27): it opens the child from the store, installs
+// Drive runs the child's one turn (contract R-27): it opens the child from the store, installs
 // the runtime-only setup (persona, tool filter, structured output, delegated runtime context,
 // descriptor hook), publishes it in the live registry, queues the prompt — or, when the log
 // already holds the prompt, resumes the unfinished turn without redoing stored tool calls —
@@ -315,7 +315,7 @@ func (c *child) snapshot() Progress {
 	return c.progress
 }
 
-// ownEvents returns the child's own events: the log from seedLength on (SPEC R-28).
+// ownEvents returns the child's own events: the log from seedLength on (contract R-28).
 func ownEvents(hd session.Header, events []session.Event) []session.Event {
 	return events[min(hd.SeedLength, int64(len(events))):]
 }

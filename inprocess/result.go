@@ -12,15 +12,15 @@ import (
 // ReadRequest asks ReadResult for a child's result.
 type ReadRequest struct {
 	ChildID string
-	// Request is the delegation; an output schema makes the result structured (SPEC R-43).
+	// Request is the delegation; an output schema makes the result structured (contract R-43).
 	Request subagent.Request
 	// Cancelled says the run was cancelled: an unfinished result settles as aborted, and a
 	// turn the log leaves unended (its drive died) is recorded as ended aborted, cause parent.
 	Cancelled bool
 }
 
-// ReadResult reads a child's result from the stored log (SPEC R-28), so any worker can read
-// what another one drove: the output of the child's own events (SPEC R-6), the stop reason
+// ReadResult reads a child's result from the stored log (contract R-28), so any worker can read
+// what another one drove: the output of the child's own events (contract R-6), the stop reason
 // of the last turn/end, and for a structured request the committed value — without one the
 // run is an error. A cancelled run that did not complete is aborted.
 func (h *Host) ReadResult(ctx context.Context, rr ReadRequest) (subagent.Result, error) {
@@ -99,7 +99,7 @@ func readResult(id string, own []session.Event, structured, cancelled bool) (sub
 		if value != nil {
 			res.Structured = value
 		} else {
-			// No re-prompt: a turn that ended without a committed value failed (SPEC R-43).
+			// No re-prompt: a turn that ended without a committed value failed (contract R-43).
 			res.StopReason = subagent.StopError
 		}
 	}

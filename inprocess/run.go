@@ -16,14 +16,14 @@ type StartOptions struct {
 	Provider string
 	// ChildID is the child session id; empty means a fresh UUID.
 	ChildID string
-	// RuntimeDepth is the parent agent's runtime delegation depth (SPEC R-5); nil is none.
+	// RuntimeDepth is the parent agent's runtime delegation depth (contract R-5); nil is none.
 	RuntimeDepth *float64
 	// Tools are registered in the child's own scope for the run, as DriveRequest.Tools.
 	Tools []tools.Tool
 }
 
 // Start delegates req to a new child of req.Parent.SessionID and returns once the child is
-// published (SPEC R-20): created in the store, set up, and live on this Host. The child then
+// published (contract R-20): created in the store, set up, and live on this Host. The child then
 // runs its turn in the background; Run.Result waits for it.
 //
 // ctx is the run's abort signal, not only Start's: cancelling it before publication fails

@@ -11,7 +11,7 @@ import (
 // global. Names in runTools are tools a drive registers in the child's scope itself (see
 // DriveRequest.Tools): Scope.Restrict knows only global tools, so they are taken out of the
 // filter here and decided by runToolAllowed. Any other name must be a global tool, else the
-// error is the *tools.UnknownToolError of SPEC R-25.
+// error is the *tools.UnknownToolError of contract R-25.
 func restrict(scope *tools.Scope, global *tools.Registry, f *subagent.ToolFilter, runTools []string) error {
 	if f == nil {
 		return nil

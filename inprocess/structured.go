@@ -14,7 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Structured output (SPEC R-40…R-45). The model-visible strings are part of the contract.
+// Structured output (contract R-40…R-45). The model-visible strings are part of the contract.
 const (
 	// StructuredToolName is the child-scoped tool a structured child reports through.
 	StructuredToolName = "structured_output"

@@ -179,7 +179,7 @@ type ladderOptions struct {
 	grace           time.Duration
 }
 
-// stop runs the termination ladder of SPEC R-55 and releases the child's pipes. It returns
+// stop runs the termination ladder of contract R-55 and releases the child's pipes. It returns
 // an error only when the child survived SIGKILL past the grace period. When ctx ends, the
 // graceful waits are cut short and the ladder goes straight to SIGKILL: the caller is out
 // of time, but the child is still reaped.
@@ -267,7 +267,7 @@ func (c *child) release() {
 // stderrDrainTimeout bounds the wait for the rest of a reaped child's stderr.
 const stderrDrainTimeout = time.Second
 
-// exitError describes a child that exited before completing the handshake (SPEC R-52).
+// exitError describes a child that exited before completing the handshake (contract R-52).
 // Call it only after the reap.
 func (c *child) exitError() error {
 	var b strings.Builder

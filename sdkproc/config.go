@@ -14,7 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent/workdir"
 )
 
-// Defaults of Config (SPEC R-50).
+// Defaults of Config (contract R-50).
 const (
 	DefaultProviderName       = "dsh-sdk"
 	DefaultProvider           = "deepseek-official"
@@ -28,7 +28,7 @@ const (
 // messagePrefix starts every message of this provider, as in the upstream package name.
 const messagePrefix = "subagent-dsh-sdk"
 
-// Config configures a Provider (SPEC R-50). The zero value of every field but Command means
+// Config configures a Provider (contract R-50). The zero value of every field but Command means
 // its default, so a Go caller sets only what it needs; LoadConfig additionally rejects an
 // explicit zero in JSON, where absence and zero are distinguishable.
 type Config struct {
@@ -43,15 +43,15 @@ type Config struct {
 	// process cwd at load.
 	Cwd *string `json:"cwd,omitempty"`
 	// Provider, Model and MaxTokens are the route sent in initialize, overridden field by
-	// field by each request's AgentOptions (SPEC R-83). MaxTokens 0 means no cap.
+	// field by each request's AgentOptions (contract R-83). MaxTokens 0 means no cap.
 	Provider  string `json:"provider,omitempty"`
 	Model     string `json:"model,omitempty"`
 	MaxTokens int64  `json:"maxTokens,omitempty"`
-	// Env is set in the child on top of the allowlisted worker environment (SPEC R-53), as it
+	// Env is set in the child on top of the allowlisted worker environment (contract R-53), as it
 	// is: the place for the provider keys the route needs.
 	Env map[string]string `json:"env,omitempty"`
 	// ChildEnv names worker environment variables the child gets besides the built-in
-	// allowlist (SPEC R-53). A name upstream's denylist drops (containing KEY, PASSWORD,
+	// allowlist (contract R-53). A name upstream's denylist drops (containing KEY, PASSWORD,
 	// SECRET or TOKEN, or starting with DSH_) is still dropped: such a value goes in Env.
 	ChildEnv []string `json:"childEnv,omitempty"`
 	// ShutdownTimeoutMs bounds the shutdown request of Dispose; default 1000.
@@ -76,7 +76,7 @@ type Config struct {
 // defaults applied and validated (Validate, including the cwd check of R-51).
 func LoadConfig(data []byte) (Config, error) {
 	// The numeric keys are read raw: `"maxTokens": 1.5` or `"disposeGraceMs": "x"` must yield
-	// the SPEC messages, not a decoder error, and an explicit 0 is not a default.
+	// the contract's messages, not a decoder error, and an explicit 0 is not a default.
 	type plain Config
 	var file struct {
 		plain
@@ -130,7 +130,7 @@ func present(raw json.RawMessage) bool { return raw != nil && string(raw) != "nu
 
 // Validate checks c as New would, after applying defaults: a command, maxTokens a positive
 // safe integer when set, the timeouts positive and finite, and a configured cwd
-// usable (SPEC R-51). Failures of the SPEC's rules carry its exact messages; the cwd
+// usable (contract R-51). Failures of the contract's rules carry its exact messages; the cwd
 // failures are *subagent.ValidationError.
 func (c Config) Validate() error {
 	_, err := c.withDefaults().resolve()

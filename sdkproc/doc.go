@@ -1,4 +1,4 @@
-// Package sdkproc is the SDK subprocess provider (SPEC §6): every delegation runs in a fresh
+// Package sdkproc is the SDK subprocess provider (contract §6): every delegation runs in a fresh
 // child runtime process (cmd/subflow-agent, or any command speaking the same protocol) driven
 // over stdio JSON-RPC (package wire).
 //

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// baseChildEnv are the variables of the worker's environment every sdk child gets (SPEC
+// baseChildEnv are the variables of the worker's environment every sdk child gets (contract
 // R-53), besides the LC_* family and the proxy variables.
 var baseChildEnv = []string{
 	"PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR",
@@ -15,14 +15,14 @@ var baseChildEnv = []string{
 // proxyEnv are the proxy variables, passed in either case with any credentials removed.
 var proxyEnv = []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"}
 
-// secretMarkers and secretPrefix are upstream's denylist (SPEC R-53): a name containing one of
+// secretMarkers and secretPrefix are upstream's denylist (contract R-53): a name containing one of
 // the markers, or starting with the prefix (both case-insensitive), never comes from the
 // worker's environment, whichever allowlist names it.
 var secretMarkers = []string{"KEY", "PASSWORD", "SECRET", "TOKEN"}
 
 const secretPrefix = "DSH_"
 
-// childEnv returns an sdk child's environment (SPEC R-53): from environ (NAME=value entries,
+// childEnv returns an sdk child's environment (contract R-53): from environ (NAME=value entries,
 // as from os.Environ) only the allowlisted variables — baseChildEnv, LC_*, the proxy variables
 // with `user:password@` removed, and the operator's extra names, passed as they are — minus
 // every name upstream's denylist drops; then explicit on top, unfiltered, so a configured

@@ -23,12 +23,12 @@ import (
 
 // ErrAbortedBeforeStart is returned by Start when its context is done before the handshake
 // completed: nothing was spawned, or the child was reaped before Start returned. Its message
-// is exactly the SPEC's.
+// is exactly the contract's.
 var ErrAbortedBeforeStart = errors.New("subagent request was aborted before the SDK child started")
 
 // Options are the runtime dependencies of a Provider. The zero value is ready to use.
 type Options struct {
-	// Logger receives the post-publish failure warning of SPEC R-54 and debug diagnostics
+	// Logger receives the post-publish failure warning of contract R-54 and debug diagnostics
 	// (ladder steps, child stderr, ignored frames). Nil means no logging.
 	Logger *zap.Logger
 	// MaxFrameSize bounds one line read from a child; longer lines are discarded while
@@ -62,7 +62,7 @@ func New(cfg Config, opts Options) (*Provider, error) {
 // Name returns the configured provider name.
 func (p *Provider) Name() string { return p.cfg.ProviderName }
 
-// Capabilities returns those of subagent.ProviderSDK: no optional capability (SPEC R-3), as
+// Capabilities returns those of subagent.ProviderSDK: no optional capability (contract R-3), as
 // the child runtime is configured on its own, not per request.
 func (p *Provider) Capabilities() subagent.Capabilities {
 	caps, _ := subagent.ProviderCapabilities(subagent.ProviderSDK)
@@ -108,7 +108,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 	return r, nil
 }
 
-// StartRun publishes one run (SPEC R-52): it resolves the child's cwd (errors are
+// StartRun publishes one run (contract R-52): it resolves the child's cwd (errors are
 // *subagent.ValidationError), returns ErrAbortedBeforeStart without spawning when ctx is
 // already done, spawns the child and completes the initialize handshake within the
 // configured handshake timeout. When spawning, the handshake or ctx fails after the spawn,
@@ -180,10 +180,10 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 	return r, nil
 }
 
-// ChildCwd returns the working directory a run of req gets (SPEC R-51), or why it has none.
+// ChildCwd returns the working directory a run of req gets (contract R-51), or why it has none.
 func (p *Provider) ChildCwd(req subagent.Request) (string, error) { return p.childCwd(req) }
 
-// childCwd applies SPEC R-51: the configured cwd (resolved at load) wins, else the parent
+// childCwd applies contract R-51: the configured cwd (resolved at load) wins, else the parent
 // session's; the choice is checked again because a directory can vanish after load.
 func (p *Provider) childCwd(req subagent.Request) (string, error) {
 	opts := workdir.Options{Prefix: messagePrefix, ParentCwd: req.Parent.Cwd}
@@ -196,7 +196,7 @@ func (p *Provider) childCwd(req subagent.Request) (string, error) {
 // errChildExited is the handshake's failure when the process exits before answering.
 var errChildExited = errors.New("child exited during the handshake")
 
-// handshake sends initialize exactly once and checks the server identity (SPEC R-61).
+// handshake sends initialize exactly once and checks the server identity (contract R-61).
 func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route session.Route, opts RunOptions) error {
 	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model, Sandbox: opts.Sandbox,
 		Protected: p.cfg.Protected, Roots: p.cfg.Roots,

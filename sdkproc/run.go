@@ -77,7 +77,7 @@ func (r *Run) ExitState() *os.ProcessState {
 }
 
 // Result sends the prompt (on the first call) and waits for the run to settle, following the
-// owned-run algorithm of SPEC R-65; the stop reason is that of R-54. It is memoized: every
+// owned-run algorithm of contract R-65; the stop reason is that of R-54. It is memoized: every
 // call returns the same result, and the error is always nil — transport and protocol
 // failures after publish settle the run as `error` (with partial output kept) and log one
 // warning. When ctx ends first, the run settles `aborted` with the output streamed so far;
@@ -94,7 +94,7 @@ func (r *Run) Result(ctx context.Context) (subagent.Result, error) {
 }
 
 // Dispose settles the run `aborted` if it has not settled (keeping partial output; the
-// protocol has no cancel), then stops the child with the ladder of SPEC R-55 and reaps it.
+// protocol has no cancel), then stops the child with the ladder of contract R-55 and reaps it.
 // It is idempotent: later calls wait for the first and return its error, which is non-nil
 // only when the child survived SIGKILL. A done ctx cuts the graceful steps short and goes
 // straight to SIGKILL; the child is still reaped before Dispose returns.
@@ -163,7 +163,7 @@ func (r *Run) settle(stop subagent.StopReason, output []session.Block) {
 }
 
 // fail settles the run as `error` after a post-publish failure, with the one warning of
-// SPEC R-54.
+// contract R-54.
 func (r *Run) fail(output []session.Block, message string) {
 	r.settleWith(subagent.StopError, output, message)
 }
@@ -187,7 +187,7 @@ func (r *Run) settleWith(stop subagent.StopReason, output []session.Block, failu
 	close(r.done)
 }
 
-// drive is the owned-run algorithm of SPEC R-65. It runs once, in its own goroutine, and
+// drive is the owned-run algorithm of contract R-65. It runs once, in its own goroutine, and
 // returns when the result is settled.
 func (r *Run) drive() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -330,7 +330,7 @@ func (s *collectState) event(raw json.RawMessage) error {
 	return nil
 }
 
-// checkAssistantMessage enforces the envelope rule of SPEC R-65: the message content is an
+// checkAssistantMessage enforces the envelope rule of contract R-65: the message content is an
 // array of objects, each with a string type.
 func checkAssistantMessage(data json.RawMessage) error {
 	var d struct {

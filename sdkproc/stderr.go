@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// Bounds of the child's stderr kept for diagnostics (SPEC R-52).
+// Bounds of the child's stderr kept for diagnostics (contract R-52).
 const (
 	stderrTailLines   = 400
 	stderrMaxLineSize = 4 << 10

@@ -34,7 +34,7 @@ const (
 	lineInterval = 5 * time.Second
 )
 
-// batchFlags are the flags of `starter batch` (SPEC R-81).
+// batchFlags are the flags of `starter batch` (contract R-81).
 type batchFlags struct {
 	concurrency        int
 	continueAsNewAfter int

@@ -13,7 +13,7 @@ import (
 )
 
 // runCancel cancels a run: its child is aborted and the run ends Canceled with the partial
-// output (SPEC R-72). It returns once the server accepted the request; `starter result ID`
+// output (contract R-72). It returns once the server accepted the request; `starter result ID`
 // waits for the aborted outcome. A run that is already closed is not cancelled: cancel
 // exits 1 naming its status.
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {

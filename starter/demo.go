@@ -79,7 +79,7 @@ type demoResult struct {
 }
 
 // runDemo starts the embedded server with its UI and a worker, runs the showcase, prints
-// the results and serves until interrupted, or returns with --exit (SPEC R-81). It exits 1
+// the results and serves until interrupted, or returns with --exit (contract R-81). It exits 1
 // when a showcase did not end as it should.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := newFlagSet("starter demo", stderr)

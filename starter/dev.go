@@ -13,7 +13,7 @@ import (
 )
 
 // runDev serves an embedded Temporal server with its Web UI and, unless --no-worker, a
-// worker, until interrupted (SPEC R-81).
+// worker, until interrupted (contract R-81).
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("starter dev", stderr)
 	port := fs.Int("port", 7233, "frontend gRPC `PORT` (0 picks a free one)")

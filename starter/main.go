@@ -1,4 +1,4 @@
-// Command starter starts and inspects subflow delegations (SPEC R-81):
+// Command starter starts and inspects subflow delegations (contract R-81):
 //
 //	starter demo [--exit]                 embedded Temporal + Web UI + worker, and a showcase
 //	starter demo --connect                the showcase on the cluster of the client environment
@@ -34,7 +34,7 @@ import (
 	"github.com/subflow-dev/subflow/worker/app"
 )
 
-// Exit codes of run and result (SPEC R-81).
+// Exit codes of run and result (contract R-81).
 const (
 	exitCompleted = 0
 	exitError     = 1

@@ -13,7 +13,7 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// exitCode maps a stop reason to the exit code of run and result (SPEC R-81).
+// exitCode maps a stop reason to the exit code of run and result (contract R-81).
 func exitCode(stop subagent.StopReason) int {
 	switch stop {
 	case subagent.StopCompleted:

@@ -36,7 +36,7 @@ const (
 // followInterval is how often --follow polls the run's progress.
 const followInterval = 300 * time.Millisecond
 
-// runFlags are the flags of `starter run` (SPEC R-81).
+// runFlags are the flags of `starter run` (contract R-81).
 type runFlags struct {
 	provider      string
 	parent        string
@@ -134,7 +134,7 @@ var rootDefaults = session.Route{Provider: defaultModelProvider, Model: defaultM
 // startOptions turns the flags and the task into the start of a StartSubagent run. The flags
 // are checked here, with messages that name them; they then fill a workflows.Task, the value
 // one line of a batch file decodes into, and Task.StartInput builds the run's input, as for
-// every task of a batch (SPEC R-81, R-82): without --parent the run creates a root session in
+// every task of a batch (contract R-81, R-82): without --parent the run creates a root session in
 // --cwd, made absolute, routed by the route flags or the default route; with --parent the
 // route flags override the parent's route field by field.
 func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
@@ -183,7 +183,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		t.Timeout = f.timeout.String() // parses back to the same duration
 	}
 	if f.maxDepth != "" {
-		// Range checks belong to the workflow, which answers with the SPEC message.
+		// Range checks belong to the workflow, which answers with the contract's message.
 		n, err := strconv.ParseInt(strings.TrimSpace(f.maxDepth), 10, 64)
 		if err != nil {
 			return subflow.StartOptions{}, usagef("starter run: --max-depth must be an integer: %q", f.maxDepth)
@@ -227,7 +227,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		return subflow.StartOptions{}, fmt.Errorf("starter run: %w", err)
 	}
 	// The schema goes in after the conversion: the workflow answers any valid JSON that is
-	// not an object-rooted schema with the SPEC message, which a batch line gets up front.
+	// not an object-rooted schema with the contract's message, which a batch line gets up front.
 	in.Request.OutputSchema = schema
 	// The workflow's own checks, made here so a rejection starts nothing (no failed run is
 	// left behind), with the flag that carries the bad value.

@@ -15,7 +15,7 @@ import (
 )
 
 // runStatus prints where a run stands: phase, child id, progress and the tail of the
-// partial output (SPEC R-75).
+// partial output (contract R-75).
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("starter status", stderr)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")

@@ -2,7 +2,7 @@ package subagent
 
 import "github.com/subflow-dev/subflow/harness/session"
 
-// CheckRequest runs the start checks of SPEC R-4 that follow the provider lookup, in order:
+// CheckRequest runs the start checks of contract R-4 that follow the provider lookup, in order:
 // the capabilities the request asks for (outputSchema, depthLimit — asked for by MaxDepth —,
 // toolFilter, persona), then MaxDepth, then the output schema. It needs no provider
 // instance, so deterministic code (a workflow) can run it from a static capability table.

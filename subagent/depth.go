@@ -2,7 +2,7 @@ package subagent
 
 import "github.com/subflow-dev/subflow/harness/session"
 
-// ChildDepth returns the delegation depth of a new child (SPEC R-5).
+// ChildDepth returns the delegation depth of a new child (contract R-5).
 //
 // stored is the parent header's delegationDepth (absent = 0); runtime is the parent agent's
 // runtime depth, nil when absent, taken as a float so a non-integer or negative value read

@@ -1,12 +1,12 @@
 package subagent
 
-// Descriptor values (SPEC R-7).
+// Descriptor values (contract R-7).
 const (
 	DescriptorVersion = 2
 	ModeOneShot       = "one-shot"
 )
 
-// Descriptor is the payload of the log-only `subagent/descriptor` event (SPEC R-7). It never
+// Descriptor is the payload of the log-only `subagent/descriptor` event (contract R-7). It never
 // enters model history.
 type Descriptor struct {
 	Version  int    `json:"version"`

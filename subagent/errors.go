@@ -35,7 +35,7 @@ func Rejectf(rule, format string, a ...any) *ValidationError {
 	return &ValidationError{Rule: rule, Message: fmt.Sprintf(format, a...)}
 }
 
-// DepthError reports a child depth past the request's maxDepth (SPEC R-5). It unwraps to a
+// DepthError reports a child depth past the request's maxDepth (contract R-5). It unwraps to a
 // *ValidationError with Rule RuleDepthExceeded and the same message, so callers that only
 // care whether a start check failed need not know this type.
 type DepthError struct {

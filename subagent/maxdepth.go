@@ -9,14 +9,14 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 )
 
-// DefaultMaxDepth is the subagent tool's depth cap when none is configured (SPEC R-9).
+// DefaultMaxDepth is the subagent tool's depth cap when none is configured (contract R-9).
 const DefaultMaxDepth = 3
 
 // ProviderManaged is the maxDepth setting that sends no cap: the provider's own runtime
 // keeps its recursion budget.
 const ProviderManaged = "provider-managed"
 
-// MaxDepthSetting is the subagent tool's `maxDepth` option (SPEC R-9): a numeric cap (0
+// MaxDepthSetting is the subagent tool's `maxDepth` option (contract R-9): a numeric cap (0
 // forbids delegation) or provider-managed. The zero value is the default cap,
 // DefaultMaxDepth, so an absent key in decoded configuration means the default.
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 )
 
-// Collector selects a run's output from the child's own events, fed in seq order (SPEC R-6),
+// Collector selects a run's output from the child's own events, fed in seq order (contract R-6),
 // and remembers the last turn/end. Feed it only events that belong to the run: never the
 // fork seed, never events before the prompt's receipt. The zero value is ready to use.
 type Collector struct {
@@ -92,7 +92,7 @@ func SelectOutput(events []session.Event) ([]session.Block, error) {
 }
 
 // InProcessStopReason maps the last turn/end reason of an in-process run to its stop reason
-// (SPEC R-28): completed, max-tokens and aborted map to themselves, blocked to refusal, and
+// (contract R-28): completed, max-tokens and aborted map to themselves, blocked to refusal, and
 // error, interrupted, an unknown kind or no turn at all (nil) to error. Callers settle a
 // cancelled run that did not complete as aborted themselves.
 func InProcessStopReason(end *session.EndReason) StopReason {
@@ -112,7 +112,7 @@ func InProcessStopReason(end *session.EndReason) StopReason {
 	return StopError
 }
 
-// SDKStopReason maps the last turn/end reason of an SDK child to its stop reason (SPEC
+// SDKStopReason maps the last turn/end reason of an SDK child to its stop reason (contract
 // completed, max-tokens and aborted (any cause) map to themselves; error,
 // interrupted, blocked, an unknown kind or no turn at all (nil) map to error.
 func SDKStopReason(end *session.EndReason) StopReason {

@@ -8,7 +8,7 @@ import (
 // MaxTail bounds Progress.Tail, in bytes.
 const MaxTail = 1024
 
-// Progress is what a running child has done so far (SPEC R-73): the drivers (package
+// Progress is what a running child has done so far (contract R-73): the drivers (package
 // inprocess and sdkproc) report it, the activities heartbeat it as the detail of Drive and
 // RunSDKChild, and callers read it from the pending activity (client.Describe); the workflow
 // never sees it.

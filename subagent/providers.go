@@ -15,7 +15,7 @@ type providerInfo struct {
 	remote bool
 }
 
-// providers is the one static provider table (SPEC R-3). The workflow validates requests
+// providers is the one static provider table (contract R-3). The workflow validates requests
 // against it without I/O, so every worker of a task queue must be built with the same table,
 // or replays diverge: it is a constant of the build, not something a worker configures.
 var providers = map[string]providerInfo{
@@ -35,7 +35,7 @@ func ProviderCapabilities(provider string) (Capabilities, bool) {
 // IsRemote reports whether the named provider runs its children out of process (sdk).
 func IsRemote(provider string) bool { return providers[provider].remote }
 
-// CheckStart runs the start checks of SPEC R-4, which need no I/O, in order: the provider
+// CheckStart runs the start checks of contract R-4, which need no I/O, in order: the provider
 // must be in the table, then CheckRequest against its capabilities. Every failure is a
 // *ValidationError.
 func CheckStart(provider string, req Request) error {

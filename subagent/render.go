@@ -2,10 +2,10 @@ package subagent
 
 import "github.com/subflow-dev/subflow/harness/session"
 
-// ToolError renders a failure as a tool result text: `Error: <msg>` (SPEC R-8).
+// ToolError renders a failure as a tool result text: `Error: <msg>` (contract R-8).
 func ToolError(msg string) string { return "Error: " + msg }
 
-// RenderResult renders a result as the subagent tool's text for a parent model (SPEC R-8).
+// RenderResult renders a result as the subagent tool's text for a parent model (contract R-8).
 // A completed run renders as its output text. Any other run renders as a one-line
 // explanation, followed by the partial output when the run produced text before it ended.
 func RenderResult(r Result) string {

@@ -7,7 +7,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 )
 
-// Request asks a provider for one delegation (SPEC R-1). Cancellation travels in the
+// Request asks a provider for one delegation (contract R-1). Cancellation travels in the
 // context.Context of Provider.Start and Run.Result, never in the request.
 type Request struct {
 	// Label is an optional short display label.
@@ -80,7 +80,7 @@ type ToolFilter struct {
 	Deny  []string `json:"deny,omitempty"`
 }
 
-// StopReason says how a run ended (SPEC R-2).
+// StopReason says how a run ended (contract R-2).
 type StopReason string
 
 // Stop reasons.
@@ -92,7 +92,7 @@ const (
 	StopRefusal   StopReason = "refusal"
 )
 
-// Result is the outcome of a run (SPEC R-2). Child-level failures are results with a stop
+// Result is the outcome of a run (contract R-2). Child-level failures are results with a stop
 // reason, never Go errors.
 type Result struct {
 	Output     []session.Block `json:"output"`
@@ -117,7 +117,7 @@ const (
 	CapPersona      = "persona"
 )
 
-// Capabilities says which optional request fields a provider honours (SPEC R-3).
+// Capabilities says which optional request fields a provider honours (contract R-3).
 // InheritsParentContext is descriptive only: no request asks for it.
 type Capabilities struct {
 	OutputSchema          bool `json:"outputSchema"`

@@ -22,7 +22,7 @@ var schemaTypes = []string{"object", "array", "string", "number", "integer", "bo
 var annotations = []string{"default", "description", "examples", "title"}
 
 // CheckSchema checks that raw is an object-rooted JSON schema within the accepted subset
-// (SPEC R-45):
+// (contract R-45):
 //
 //   - `type`: a single string among object, array, string, number, integer, boolean, null;
 //     at the root it must be "object".

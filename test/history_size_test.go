@@ -15,7 +15,7 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// TestHistoryBounded checks SPEC R-74: a long run and a 2-step run with the same final answer
+// TestHistoryBounded checks contract R-74: a long run and a 2-step run with the same final answer
 // have the same number of history events, and their history sizes differ by less than the
 // size of that answer. The long run takes the agent's step cap of 50 steps with 4 tool calls
 // each (196 tool calls) and streams its answer in 200 chunks.

@@ -21,9 +21,9 @@ import (
 // spawn child, to an sdk child, and to a spawn child asking for a cap its depth exceeds. The
 // two runs are child workflows of the sdk run (visible as its descendants, by parent workflow
 // and by SubagentParent), their answers are the sdk child's tool results, and the third call
-// gets the exact SPEC depth message. The worker's sdk runtimes run with
+// gets the exact contract depth message. The worker's sdk runtimes run with
 // --subagent-max-depth provider-managed: a numeric cap cannot be sent to the sdk provider,
-// which lacks depthLimit (SPEC R-9).
+// which lacks depthLimit (contract R-9).
 func TestSDKChildDelegates(t *testing.T) {
 	f := newFaultEnv(t, "")
 	bin, err := workerBin()

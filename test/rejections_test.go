@@ -45,7 +45,7 @@ func sessionsIn(t *testing.T, dir string) []string {
 
 // TestStarterRejections runs every request the starter or the workflow rejects before
 // publication through the real starter: each exits 2 at once with the exact message on
-// stderr, prints nothing on stdout and leaves no session behind (SPEC ).
+// stderr, prints nothing on stdout and leaves no session behind (contract ).
 func TestStarterRejections(t *testing.T) {
 	t.Parallel()
 	scriptDir := t.TempDir()

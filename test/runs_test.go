@@ -81,7 +81,7 @@ func TestStructuredOutput(t *testing.T) {
 }
 
 // TestRejectedOverMaxDepth: a run whose child would be deeper than maxDepth is rejected
-// through Update-with-Start with the exact SPEC message, and its workflow fails with it.
+// through Update-with-Start with the exact contract message, and its workflow fails with it.
 func TestRejectedOverMaxDepth(t *testing.T) {
 	dir := t.TempDir()
 	in := rootInput(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "never"}`), "too deep")

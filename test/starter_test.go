@@ -68,7 +68,7 @@ func decodeStarterJSON(t *testing.T, stdout string) starterJSON {
 }
 
 // TestStarterExitCodes runs `starter run --json` as users do and checks its exit codes
-// (SPEC R-81): 0 completed, 4 max-tokens, 1 error, 3 aborted, 2 rejected before publish.
+// (contract R-81): 0 completed, 4 max-tokens, 1 error, 3 aborted, 2 rejected before publish.
 func TestStarterExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	scripted := func(responses ...string) []string {

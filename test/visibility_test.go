@@ -14,7 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// TestVisibilityQuery: the search attributes of SPEC R-75 find runs by provider and stop
+// TestVisibilityQuery: the search attributes of contract R-75 find runs by provider and stop
 // reason. The runs carry a fresh SubagentBatch so that the runs of other tests on the shared
 // server stay out of the answer.
 func TestVisibilityQuery(t *testing.T) {

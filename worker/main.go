@@ -1,4 +1,4 @@
-// Command worker is the subflow Temporal worker (SPEC R-80): it serves StartSubagent and its
+// Command worker is the subflow Temporal worker (contract R-80): it serves StartSubagent and its
 // activities on a task queue until SIGINT or SIGTERM, then drains — running drives are
 // suspended, unfinished, for another worker to resume; sdk children are disposed.
 //

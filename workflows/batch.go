@@ -31,7 +31,7 @@ const (
 // that started it: a child may run for hours.
 const AwaitChildTimeout = 30 * 24 * time.Hour
 
-// Batch runs one StartSubagent child workflow per task, at most Concurrency at once (SPEC
+// Batch runs one StartSubagent child workflow per task, at most Concurrency at once (contract
 // R-81), with nothing shared between the starter's host and the workers' but Temporal:
 //
 //   - Tasks come inline in the input and, for a large batch, in pages the starter hands over
@@ -52,7 +52,7 @@ const AwaitChildTimeout = 30 * 24 * time.Hour
 //     with the new summary.
 //
 // Cancelling the workflow, or UpdateCancel, starts nothing more and cancels every running
-// child; each ends aborted with its partial output (SPEC R-72) and is counted. A cancelled
+// child; each ends aborted with its partial output (contract R-72) and is counted. A cancelled
 // workflow ends Canceled with its BatchSummary as details; a batch cancelled by update
 // completes with Cancelled set.
 func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {

@@ -15,7 +15,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Task is one delegation of a batch: one line of a batch file (SPEC R-81). Its canonical
+// Task is one delegation of a batch: one line of a batch file (contract R-81). Its canonical
 // field names are those of the `subagent` tool (camelCase: modelProvider, maxTokens,
 // maxDepth, outputSchema); the names of `starter run`'s flags (model-provider, max-tokens,
 // max-depth, schema) are accepted too. Task is the positional TASK.
@@ -148,7 +148,7 @@ func ParseTaskLine(line []byte) (t Task, blank bool, err error) {
 }
 
 // StartInput returns the StartSubagent input of t in batch, like `starter run` builds it
-// from its flags (SPEC R-81, R-82): without a parent the run creates a root session in the
+// from its flags (contract R-81, R-82): without a parent the run creates a root session in the
 // task's cwd (resolved against d.Dir) routed by the task's route fields, completed by
 // d.Route; with a parent the route fields override the parent's route field by field. It
 // does no I/O: the cwd is checked by the worker, the request by StartSubagent.
@@ -208,7 +208,7 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 			route.Model = d.Route.Model
 		}
 		// As with `starter run`: the request repeats the root route, because sdk children
-		// take their route from the request only (SPEC R-83).
+		// take their route from the request only (contract R-83).
 		in.Request.AgentOptions = route
 		in.Root = &RootSession{Cwd: cwd, Route: route}
 	}

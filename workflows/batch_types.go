@@ -18,7 +18,7 @@ const QueryProgress = "progress"
 const (
 	DefaultBatchConcurrency = 10
 	// DefaultContinueAsNewAfter keeps a run's history near 5,000 events with small
-	// results, a tenth of the 51,200-event limit (DESIGN "Temporal conventions").
+	// results, a tenth of the 51,200-event limit (docs/temporal.md).
 	DefaultContinueAsNewAfter = 500
 )
 

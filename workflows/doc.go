@@ -8,12 +8,12 @@
 //
 // # One run
 //
-// StartSubagent validates a request without I/O (SPEC R-4, the static provider table of package subagent),
+// StartSubagent validates a request without I/O (contract R-4, the static provider table of package subagent),
 // then, for in-process providers, runs the activities CreateRootSession (only when the
-// request has no parent session, SPEC R-82), Publish, Drive and ReadResult, which meet in
+// request has no parent session, contract R-82), Publish, Drive and ReadResult, which meet in
 // the session store; for remote providers (subagent.IsRemote) it runs RunSDKChild, one heartbeated
 // activity that owns the child process from spawn to dispose. Transcripts never enter
-// workflow history (SPEC R-74): payloads are ids, small summaries and the result.
+// workflow history (contract R-74): payloads are ids, small summaries and the result.
 //
 // # Child ids
 //

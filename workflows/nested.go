@@ -136,7 +136,7 @@ func ChildOptions(in StartInput) workflow.ChildWorkflowOptions {
 // in a side effect).
 //
 // Errors: a request rejected by a rule returns a *subagent.ValidationError with the exact
-// SPEC message. Cancelling ctx aborts the delegation (SPEC R-72): ExecuteSubagent waits for
+// contract message. Cancelling ctx aborts the delegation (contract R-72): ExecuteSubagent waits for
 // the child to close and returns its aborted Outcome, partial output included, with a
 // *temporal.CanceledError. Other failures are returned as the child workflow's error.
 func ExecuteSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {

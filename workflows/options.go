@@ -7,9 +7,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Timeouts of the activities (DESIGN "Temporal conventions"). Drive and RunSDKChild
+// Timeouts of the activities (docs/temporal.md). Drive and RunSDKChild
 // heartbeat at least once a second, so a dead worker is noticed within HeartbeatTimeout and
-// a cancel reaches a running child within one heartbeat interval (SPEC R-72). HeartbeatTimeout
+// a cancel reaches a running child within one heartbeat interval (contract R-72). HeartbeatTimeout
 // is three intervals: one late heartbeat does not fail a drive, and a killed worker's drive
 // is retried elsewhere about HeartbeatTimeout + 1 s (the first retry interval) after the kill.
 const (

@@ -17,7 +17,7 @@ const (
 	// RuleMissingParent: the request has neither a parent session nor a root session to
 	// create.
 	RuleMissingParent = "missing-parent"
-	// RuleUnknownTool: a tool filter names a tool the worker does not have (SPEC R-25).
+	// RuleUnknownTool: a tool filter names a tool the worker does not have (contract R-25).
 	RuleUnknownTool = "unknown-tool"
 	// RuleParentNotFound: the request's parent session is not in the session store.
 	RuleParentNotFound = "parent-not-found"

@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// Search attributes of StartSubagent (SPEC R-75). They must be registered on the namespace
+// Search attributes of StartSubagent (contract R-75). They must be registered on the namespace
 // (devserver does it; elsewhere see SearchAttributes) or the workflow's upserts fail.
 var (
 	AttrProvider   = temporal.NewSearchAttributeKeyKeyword("SubagentProvider")

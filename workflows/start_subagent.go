@@ -45,16 +45,16 @@ import (
 // is cancelled before its child was published: no child exists.
 const cancelledBeforePublish = "subagent run was cancelled before it was published"
 
-// StartSubagent runs one delegation (SPEC R-70…R-75): validate without I/O, publish the
+// StartSubagent runs one delegation (contract R-70…R-75): validate without I/O, publish the
 // child, drive its one turn, read its result.
 //
 // The published update (UpdatePublished) completes at publication with Published, or fails
 // with the rejection: a non-retryable ApplicationError whose Type is the rule and whose
-// message is the exact SPEC message (the run then fails with the same error), or a
+// message is the exact contract message (the run then fails with the same error), or a
 // CanceledError when the run was cancelled before publication. The status query
 // (QueryStatus) answers at any time.
 //
-// Cancelling the workflow aborts the child (SPEC R-72): the drive is cancelled, the result
+// Cancelling the workflow aborts the child (contract R-72): the drive is cancelled, the result
 // is read in a disconnected context, and the run ends Canceled with the Outcome as the
 // CanceledError's details. A cancel that arrives after the drive ended still ends the run
 // Canceled, its details then carrying the outcome as read (possibly completed). A run
@@ -201,7 +201,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	return r.finish(ctx, out)
 }
 
-// createRoot runs CreateRootSession with a new session id (SPEC R-82): RootSessionID of the
+// createRoot runs CreateRootSession with a new session id (contract R-82): RootSessionID of the
 // child, which its starter set as SubagentParent.
 func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	r.status.Phase = PhaseCreatingRoot

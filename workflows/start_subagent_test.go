@@ -439,7 +439,7 @@ func assertRejected(t *testing.T, err error, rule, msg string) {
 	t.Helper()
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, msg, appErr.Message(), "the SPEC message, byte for byte")
+	assert.Equal(t, msg, appErr.Message(), "the contract's message, byte for byte")
 	assert.Equal(t, rule, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	ve := Rejection(err)

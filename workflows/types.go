@@ -5,7 +5,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// TaskQueue is the default task queue of workers and starters (SPEC R-80).
+// TaskQueue is the default task queue of workers and starters (contract R-80).
 const TaskQueue = "subflow"
 
 // WorkflowName is the registered name of StartSubagent.
@@ -42,7 +42,7 @@ type StartInput struct {
 	// Request is the delegation. When Request.Parent.SessionID is empty, Root must be set.
 	Request subagent.Request `json:"request"`
 	// Root describes the depth-0 parent session the workflow creates first when the request
-	// has no parent session (SPEC R-82).
+	// has no parent session (contract R-82).
 	Root *RootSession `json:"root,omitempty"`
 	// ChildID, when set, is the child id to use; when empty the workflow generates one.
 	ChildID string `json:"childId,omitempty"`
@@ -90,7 +90,7 @@ type PublishInput struct {
 	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
-// Published is what the caller learns at publication (SPEC R-71): the result of Publish,
+// Published is what the caller learns at publication (contract R-71): the result of Publish,
 // of the published update, and the payload of the sdk-published signal. RunID is the
 // workflow run id; the workflow sets RunID and ChildID itself, whatever the activity or
 // signal said.
@@ -127,7 +127,7 @@ type DriveSummary struct {
 
 // ReadResultInput is the input of ReadResult. Cancelled says the drive was cancelled: a
 // child whose turn has no end (or never started) is then recorded as ended `aborted`, cause
-// parent (SPEC R-72), before its result is read.
+// parent (contract R-72), before its result is read.
 type ReadResultInput struct {
 	ChildID   string           `json:"childId"`
 	Request   subagent.Request `json:"request"`
@@ -186,7 +186,7 @@ const (
 	PhaseFailed     Phase = "failed"
 )
 
-// Status is the answer to QueryStatus (SPEC R-75).
+// Status is the answer to QueryStatus (contract R-75).
 //
 // The workflow cannot see activity heartbeats, so live progress is not part of the query:
 // Summary is the last known DriveSummary (set once Drive returns). Describe fills Progress

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Creates the namespace and subflow's custom search attributes (SPEC R-75; the same set
+# Creates the namespace and subflow's custom search attributes (contract R-75; the same set
 # devserver.SearchAttributes registers in the embedded server). Safe to run again: only what
 # is missing is created.
 set -eu

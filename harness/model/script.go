@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// script is a parsed, validated scripted-model file (SPEC R-90).
+// script is a parsed, validated scripted-model file (contract R-90).
 type script struct {
 	responses []scriptResponse
 }

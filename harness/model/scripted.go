@@ -15,7 +15,7 @@ import (
 // ErrScriptExhausted fails a scripted request that comes after the script's last response.
 var ErrScriptExhausted = errors.New("script exhausted")
 
-// Scripted is the deterministic, offline model of SPEC §9. The model name is the path of a JSON
+// Scripted is the deterministic, offline model of contract §9. The model name is the path of a JSON
 // script (relative paths resolve against Request.Cwd); each request of a session takes the
 // session's next response.
 //

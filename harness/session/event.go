@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Event types of SPEC R-11.
+// Event types of contract R-11.
 const (
 	TypeEndSeed          = "session/end-seed"
 	TypeSandboxMode      = "sandbox/mode"
@@ -139,7 +139,7 @@ type Chunk struct {
 // ChunkTextDelta is the only chunk type.
 const ChunkTextDelta = "text-delta"
 
-// Turn end reason kinds (SPEC R-11).
+// Turn end reason kinds (contract R-11).
 const (
 	EndCompleted   = "completed"
 	EndAborted     = "aborted"

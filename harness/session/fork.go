@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// ForkPrefix returns what a fork seeds its child with (SPEC R-22): the parent's events from
+// ForkPrefix returns what a fork seeds its child with (contract R-22): the parent's events from
 // seq 0 through its last turn/end, leaving out a turn still in flight. A log with no completed
 // turn gives nil. The result is a new slice; events is not modified.
 func ForkPrefix(events []Event) []Event {
@@ -27,7 +27,7 @@ func Renumber(events []Event, first int64) []Event {
 	return out
 }
 
-// SeedEvents returns the first events of a child session seeded with seed (SPEC R-22): seed
+// SeedEvents returns the first events of a child session seeded with seed (contract R-22): seed
 // renumbered from 0, then the session/end-seed marker at seq len(seed). The child's header
 // records SeedLength = len(seed). An empty seed gives the marker alone, at seq 0.
 func SeedEvents(seed []Event) []Event {

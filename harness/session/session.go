@@ -93,7 +93,7 @@ func (h Header) Equal(o Header) bool {
 // ErrInvalidHeader is wrapped by every error Header.Validate returns.
 var ErrInvalidHeader = errors.New("invalid session header")
 
-// Validate checks the rules of SPEC R-10: an id, an absolute cwd, origin empty or "subagent",
+// Validate checks the rules of contract R-10: an id, an absolute cwd, origin empty or "subagent",
 // and non-negative safe integers.
 func (h Header) Validate() error {
 	bad := func(format string, a ...any) error {

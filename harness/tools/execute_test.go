@@ -174,7 +174,7 @@ func TestInvalidInputIsRejectedBeforeHandler(t *testing.T) {
 	assert.JSONEq(t, `{}`, string(seen[0].call.Input))
 }
 
-// TestStructuredOutputMechanismsFit plays SPEC R-41/R-42 with a scoped tool, a guard and an
+// TestStructuredOutputMechanismsFit plays contract R-41/R-42 with a scoped tool, a guard and an
 // observer, the way the structured-output runtime is meant to use them: stage in the handler,
 // commit when the same execution's final result succeeds, deny every later call.
 func TestStructuredOutputMechanismsFit(t *testing.T) {

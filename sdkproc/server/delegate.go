@@ -68,7 +68,7 @@ func (s *server) callClient(ctx context.Context, method string, params, result a
 }
 
 // deliverResponse hands a response of the client to the call waiting for it; unknown ids
-// are ignored (SPEC R-60).
+// are ignored (contract R-60).
 func (s *server) deliverResponse(m *wire.Message) {
 	s.callsMu.Lock()
 	ch, ok := s.calls.pending[string(m.ID)]

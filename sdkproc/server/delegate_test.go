@@ -17,7 +17,7 @@ import (
 
 // TestSubagentToolDelegatesToTheClient: a session's subagent calls become subagent/run
 // requests to the client, announced by subagent.started and closed by subagent.finished with
-// the stop reason (SPEC R-64); the client's answers are the tool results, an error answer
+// the stop reason (contract R-64); the client's answers are the tool results, an error answer
 // with its exact message.
 func TestSubagentToolDelegatesToTheClient(t *testing.T) {
 	r := startRuntime(t)

@@ -18,7 +18,7 @@ import (
 	"github.com/subflow-dev/subflow/telemetry"
 )
 
-// User-visible error messages of the protocol (SPEC ).
+// User-visible error messages of the protocol (contract ).
 const (
 	msgBadMaxTokens     = "initialize maxTokens must be a positive safe integer"
 	msgBadMaxDepth      = "initialize maxDepth must be a non-negative safe integer"
@@ -159,7 +159,7 @@ func (s *server) sessionLocked(ctx context.Context, id string) (*sessionState, e
 
 // createSession creates a session with the initialize cwd, route and remaining depth (as the
 // header's subtree cap, below depth 0) and the delegated policy: the parent's sandbox mode, and
-// approval policy "never" — as an in-process child gets them (SPEC R-24). The caller holds
+// approval policy "never" — as an in-process child gets them (contract R-24). The caller holds
 // s.mu.
 func (s *server) createSession(ctx context.Context, id string) error {
 	route := *s.route

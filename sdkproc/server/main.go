@@ -19,7 +19,7 @@ import (
 func Main() int { return MainArgs(os.Args[1:]) }
 
 // MainArgs runs the child runtime on the process's stdio, so that any binary can offer it as a
-// subcommand (SPEC R-83): the worker calls MainArgs with the arguments after its subcommand.
+// subcommand (contract R-83): the worker calls MainArgs with the arguments after its subcommand.
 // The flags are --config FILE (presets, see Options.ConfigPath), --session-root DIR
 // (Options.SessionRoot) and --subagent-max-depth (Options.SubagentMaxDepth). It returns 0 after
 // `shutdown`, stdin EOF or SIGTERM, ExitInterrupted after SIGINT, ExitUsage for bad arguments.

@@ -1,6 +1,6 @@
 // Package server is the child runtime of the SDK subprocess provider: a full agent runtime
 // (sessions in its own file store, model routing, built-in tools) served over JSON-RPC 2.0 on
-// stdio (SPEC R-56, R-60…R-64).
+// stdio (contract R-56, R-60…R-64).
 //
 // A client sends `initialize` once, then `session/prompt` for any number of sessions, and
 // finally `shutdown` (or closes stdin, or signals the process). Every event of every session

@@ -7,7 +7,7 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Methods and notifications of the child-runtime protocol (SPEC R-61…R-64).
+// Methods and notifications of the child-runtime protocol (contract R-61…R-64).
 const (
 	MethodInitialize    = "initialize"
 	MethodSessionPrompt = "session/prompt"
@@ -128,7 +128,7 @@ type SubagentRunParams struct {
 }
 
 // SubagentRunResult is the result of subagent/run. A rejected delegation is an error
-// response whose message is the exact SPEC message.
+// response whose message is the exact contract message.
 type SubagentRunResult struct {
 	Result subagent.Result `json:"result"`
 }

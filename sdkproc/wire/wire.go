@@ -1,7 +1,7 @@
 // Package wire is the JSON-RPC 2.0 over stdio framing shared by the SDK
 // subprocess provider (client side) and the child runtime (server side).
 //
-// The framing follows SPEC R-60: one compact JSON object per
+// The framing follows contract R-60: one compact JSON object per
 // newline-terminated line. Readers skip blank lines, ignore lines that are
 // not JSON objects, and discard lines longer than a configured maximum while
 // streaming them, so a misbehaving peer can neither stop the connection nor
@@ -43,7 +43,7 @@ var (
 	ErrFrameTooLarge = errors.New("frame exceeds maximum size")
 )
 
-// Kind classifies a message by the members present, per SPEC R-60.
+// Kind classifies a message by the members present, per contract R-60.
 type Kind int
 
 const (

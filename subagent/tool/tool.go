@@ -79,19 +79,19 @@ type DelegateCall struct {
 type Options struct {
 	// DefaultProvider is the provider of calls that name none. Required.
 	DefaultProvider string
-	// MaxDepth is the depth cap sent with every request (SPEC R-9); the zero value is
+	// MaxDepth is the depth cap sent with every request (contract R-9); the zero value is
 	// subagent.DefaultMaxDepth.
 	MaxDepth subagent.MaxDepthSetting
 	// Capabilities returns a provider's capabilities, false when the name is unknown.
 	// Required.
 	Capabilities func(provider string) (subagent.Capabilities, bool)
 	// Delegate runs one delegation and waits for its result. A Go error is shown to the
-	// model as `Error: <err>`: a rejection must carry the exact SPEC message (a
+	// model as `Error: <err>`: a rejection must carry the exact contract message (a
 	// *subagent.ValidationError does). Required.
 	Delegate func(ctx context.Context, call DelegateCall) (subagent.Result, error)
 }
 
-// New returns the subagent tool (SPEC R-8, R-9). It rejects options whose numeric
+// New returns the subagent tool (contract R-8, R-9). It rejects options whose numeric
 // MaxDepth the default provider cannot enforce (subagent.MaxDepthSetting.CheckProvider) and an
 // unknown default provider.
 //
@@ -178,7 +178,7 @@ func (h *toolHandler) handle(ctx context.Context, env tools.Env, call tools.Call
 }
 
 // ToolResult is the subagent tool's result for a delegation that ended with res, or failed
-// with err (a rejection, whose message is then the exact SPEC message): what the tool returns
+// with err (a rejection, whose message is then the exact contract message): what the tool returns
 // itself, and what a caller that ran a deferred delegation stores as the call's result.
 func ToolResult(res subagent.Result, err error) tools.Result {
 	if err != nil {

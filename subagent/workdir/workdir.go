@@ -24,7 +24,7 @@ type Options struct {
 	ParentLabel string
 }
 
-// Resolve chooses a child's working directory (SPEC R-51): the configured cwd (a
+// Resolve chooses a child's working directory (contract R-51): the configured cwd (a
 // relative one resolved against ProcessCwd) wins, else the parent session's cwd; never the
 // process's own cwd. The chosen path must be absolute and an accessible directory.
 // Resolve returns it cleaned, with symlinks resolved. Every failure is a

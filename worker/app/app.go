@@ -6,7 +6,7 @@
 //
 // Every binary that may serve as the sdk child command calls MaybeRunChildRuntime first in
 // main (or TestMain): the default child command is the running executable with the
-// ChildRuntimeArg subcommand (SPEC R-83).
+// ChildRuntimeArg subcommand (contract R-83).
 package app
 
 import (
@@ -52,7 +52,7 @@ func MaybeRunChildRuntime() {
 }
 
 // DefaultStopTimeout is Options.StopTimeout when 0: long enough for running drives to
-// suspend and for sdk children to go through the whole dispose ladder (SPEC R-55).
+// suspend and for sdk children to go through the whole dispose ladder (contract R-55).
 const DefaultStopTimeout = 20 * time.Second
 
 // Options configure New. The zero value serves task queue "subflow" with sessions under
@@ -187,7 +187,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	}
 	// The SDK batches heartbeats for up to its throttle interval before sending one; capped at
 	// the interval, every heartbeat is sent, so a cancel (which comes back with a heartbeat
-	// response) reaches the drive within one interval (SPEC R-72).
+	// response) reaches the drive within one interval (contract R-72).
 	wopts := worker.Options{
 		WorkerStopTimeout:                  opts.StopTimeout,
 		MaxHeartbeatThrottleInterval:       opts.HeartbeatInterval,
@@ -348,7 +348,7 @@ func (m *multiWorker) Stop() {
 }
 
 // modelEnv are the model adapters' variables. The sdk child's environment is an allowlist
-// that drops every *KEY* variable (SPEC R-53), so the worker hands these over explicitly.
+// that drops every *KEY* variable (contract R-53), so the worker hands these over explicitly.
 var modelEnv = []string{"DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
 
 // sdkConfig is the sdk provider's configuration. When the environment asks for traces, the

@@ -158,7 +158,7 @@ func TestNewRejectsBadSlotsAndSubagentSettings(t *testing.T) {
 	two, err := subagent.MaxDepthLimit(2)
 	require.NoError(t, err)
 	_, _, err = New(c, Options{SessionRoot: root, SubagentProvider: "sdk", SubagentMaxDepth: two})
-	assert.Error(t, err, "a numeric cap needs a provider with depthLimit (SPEC R-9)")
+	assert.Error(t, err, "a numeric cap needs a provider with depthLimit (contract R-9)")
 	w, cleanup, err := New(c, Options{SessionRoot: root, MaxConcurrentActivities: 2, SubagentMaxDepth: two})
 	require.NoError(t, err)
 	require.NotNil(t, w)

@@ -13,7 +13,7 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// Environment variables read for Options defaults (SPEC R-80).
+// Environment variables read for Options defaults (contract R-80).
 const (
 	// EnvSessionRoot is the default file store directory.
 	EnvSessionRoot = "SUBFLOW_SESSION_ROOT"
@@ -44,7 +44,7 @@ func DefaultSessionRoot() (string, error) {
 	return filepath.Join(home, ".local", "share", "subflow", "sessions"), nil
 }
 
-// DefaultSDKCommand returns the default sdk child command (SPEC R-83): the running
+// DefaultSDKCommand returns the default sdk child command (contract R-83): the running
 // executable with ChildRuntimeArg, and --config presetsFile when one is given.
 func DefaultSDKCommand(presetsFile string) (command string, args []string, err error) {
 	exe, err := os.Executable()

@@ -149,7 +149,8 @@ func TestTraceOfADelegationTree(t *testing.T) {
 	f := newFaultEnv(t, "")
 	f.extraEnv = otelEnv
 	// A numeric depth cap cannot go with a delegation to the sdk provider (docs/sdk-children.md).
-	f.extraArgs = []string{"--subagent-max-depth", "provider-managed"}
+	// No cleanup schedule: creating it at start is a trace of its own, not the run's.
+	f.extraArgs = []string{"--subagent-max-depth", "provider-managed", "--gc-every", "0"}
 	first := f.startWorker()
 
 	dir := t.TempDir()

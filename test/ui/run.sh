@@ -115,8 +115,10 @@ wid=$(field completed workflowId); rid=$(field completed runId); child=$(field c
 page run "$ns/workflows/$wid/$rid/timeline" ui-run "CreateRootSession" "Publish" "drive spawn child" "ReadResult"
 page metadata "$ns/workflows/$wid/$rid/user-metadata" ui-summary \
   "spawn child of a new root session: ui: completed" "Summarize the workspace."
+# SubagentLabel holds the label with its colon as a space (workflows.LabelAttribute: SQL
+# visibility refuses some characters in Text values).
 page attributes "$ns/workflows/$wid/$rid/search-attributes" ui-search-attributes \
-  "SubagentStopReason" "completed" "SubagentProvider" "spawn" "SubagentChild" "$child" "SubagentLabel" "ui: completed"
+  "SubagentStopReason" "completed" "SubagentProvider" "spawn" "SubagentChild" "$child" "SubagentLabel" "ui  completed"
 
 # The delegating parent's Relationships page lists its two nested runs (child workflows),
 # whose ids `starter status --tree --json` reports.

@@ -100,16 +100,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return demoOnCluster(ctx, stdout, stderr)
 	}
 
-	dir, err := os.MkdirTemp("", "subflow-demo-")
+	dir, err := demoDir()
 	if err != nil {
 		fmt.Fprintf(stderr, "starter demo: %v\n", err)
 		return exitError
 	}
 	defer os.RemoveAll(dir)
-	if err := writeDemoFiles(dir); err != nil {
-		fmt.Fprintf(stderr, "starter demo: %v\n", err)
-		return exitError
-	}
 
 	fmt.Fprintln(stdout, "Starting the embedded Temporal server and its Web UI…")
 	// The showcase reports its own failures: the server's and the SDK's logs would only
@@ -155,20 +151,30 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// demoDir makes the showcase's temporary working directory with its scripts and schema;
+// the caller removes it.
+func demoDir() (string, error) {
+	dir, err := os.MkdirTemp("", "subflow-demo-")
+	if err != nil {
+		return "", err
+	}
+	if err := writeDemoFiles(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // demoOnCluster runs the showcase on the cluster the client environment names, with its
 // own workers (deploy/local-cluster, or compose with the workers on this host), and prints
 // the results; it exits 1 when a showcase did not end as it should.
 func demoOnCluster(ctx context.Context, stdout, stderr io.Writer) int {
-	dir, err := os.MkdirTemp("", "subflow-demo-")
+	dir, err := demoDir()
 	if err != nil {
 		fmt.Fprintf(stderr, "starter demo: %v\n", err)
 		return exitError
 	}
 	defer os.RemoveAll(dir)
-	if err := writeDemoFiles(dir); err != nil {
-		fmt.Fprintf(stderr, "starter demo: %v\n", err)
-		return exitError
-	}
 	c, err := dial(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter demo: %v\n", err)

@@ -26,6 +26,18 @@ repo=$(cd "$here/../.." && pwd)
 
 log() { echo "local-cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
+# die_log is die for a failure that NAME's log explains: its last lines go to stderr too, so a
+# CI log shows the cause without the cluster's files.
+die_log() {
+	local name=$1
+	shift
+	log "$*"
+	if [ -f "$logs/$name.log" ]; then
+		log "last lines of $logs/$name.log:"
+		tail -n 25 "$logs/$name.log" | cut -c1-600 >&2
+	fi
+	exit 1
+}
 
 dir=${SUBFLOW_CLUSTER_DIR:-${TMPDIR:-/tmp}/subflow-local-cluster}
 
@@ -133,10 +145,10 @@ wait_port() {
 	local what=$1 hostport=$2 i
 	for i in $(seq 600); do
 		if nc -z -w 1 "${hostport%:*}" "${hostport#*:}" 2>/dev/null; then return 0; fi
-		if [ -n "${3:-}" ] && ! running "$3"; then die "$what exited: see $logs/$3.log"; fi
+		if [ -n "${3:-}" ] && ! running "$3"; then die_log "$3" "$what exited: see $logs/$3.log"; fi
 		sleep 0.2
 	done
-	die "$what did not listen on $hostport: see $logs/${3:-$what}.log"
+	die_log "${3:-$what}" "$what did not listen on $hostport: see $logs/${3:-$what}.log"
 }
 
 # Ports of each Temporal service (gRPC, membership): the frontend on TEMPORAL_PORT and the
@@ -182,7 +194,7 @@ start_postgres() {
 		# POSTGRES_USER is the superuser, as in the postgres image compose runs.
 		as_pg "$pgb/initdb" -D "$pgdata" -U "$POSTGRES_USER" --pwfile="$pw" \
 			--auth-local=trust --auth-host=scram-sha-256 >"$logs/postgres-init.log" 2>&1 ||
-			die "initdb failed: see $logs/postgres-init.log"
+			die_log postgres-init "initdb failed: see $logs/postgres-init.log"
 		rm -f "$pw"
 	fi
 	[ "$(id -u)" = 0 ] && touch "$logs/postgres.log" && chown postgres: "$logs/postgres.log"
@@ -228,6 +240,32 @@ start_one() {
 	esac
 }
 
+# wait_metadata waits until the temporal database holds the cluster metadata record that
+# the first Temporal service (NAME) writes at start.
+wait_metadata() {
+	local i
+	for i in $(seq 600); do
+		if [ "$(as_pg "$(pg_bin)/psql" -h "$pgdata" -p "$pg_port" -U "$POSTGRES_USER" -d temporal -tAc \
+			'SELECT count(*) FROM cluster_metadata_info' 2>/dev/null)" = 1 ]; then return 0; fi
+		running "$1" || die_log "$1" "Temporal $1 exited before writing the cluster metadata: see $logs/$1.log"
+		sleep 0.2
+	done
+	die_log "$1" "Temporal $1 wrote no cluster metadata in 120 s: see $logs/$1.log"
+}
+
+# revive starts again each NAME that exited since it started, saying why it exited, as
+# compose's restart policy does.
+revive() {
+	local n
+	for n in "$@"; do
+		running "$n" && continue
+		log "$n exited; starting it again. Last lines of $logs/$n.log:"
+		tail -n 15 "$logs/$n.log" | cut -c1-600 >&2
+		start_one "$n"
+		wait_ready "$n"
+	done
+}
+
 # wait_ready waits until NAME serves.
 wait_ready() {
 	case "$1" in
@@ -235,7 +273,7 @@ wait_ready() {
 	frontend) wait_port "the frontend" "$address" frontend ;;
 	history-* | matching | internal-worker) wait_port "$1" "127.0.0.1:$(service_port "$1")" "$1" ;;
 	ui) wait_port "the Web UI" "127.0.0.1:$TEMPORAL_UI_PORT" ui ;;
-	worker-*) sleep 0.5 && running "$1" || die "$1 exited: see $logs/$1.log" ;;
+	worker-*) sleep 0.5 && running "$1" || die_log "$1" "$1 exited: see $logs/$1.log" ;;
 	esac
 }
 
@@ -288,23 +326,33 @@ up() {
 		PATH=$bin:$PATH POSTGRES_SEEDS=127.0.0.1 DB_PORT=$pg_port SQL_PASSWORD=$POSTGRES_PASSWORD \
 			TEMPORAL_SCHEMA_DIR="$(cd "$here" && go list -m -f '{{.Dir}}' go.temporal.io/server)/schema/postgresql/v12" \
 			sh "$repo/deploy/temporal/setup-postgres.sh" >"$logs/setup-postgres.log" 2>&1 ||
-			die "schema setup failed: see $logs/setup-postgres.log"
+			die_log setup-postgres "schema setup failed: see $logs/setup-postgres.log"
 		touch "$dir/.schema-done"
 	fi
 	local n
-	for n in history-1 history-2 matching frontend internal-worker; do start_one "$n"; done
-	for n in history-1 history-2 matching frontend internal-worker; do wait_ready "$n"; done
+	# One service first, until it has written the cluster metadata: on an empty store each
+	# service that finds none writes it, and one that loses that race exits
+	# (clusterMetadataInitErr).
+	start_one history-1
+	wait_metadata history-1
+	wait_ready history-1
+	for n in history-2 matching frontend internal-worker; do start_one "$n"; done
+	for n in history-2 matching frontend internal-worker; do wait_ready "$n"; done
 	log "registering the namespace and search attributes (deploy/temporal/setup-temporal.sh)"
-	# Run again on failure, as compose's restart: on-failure:5 does: a namespace just created
+	# Run again on failure, as compose restarts the setup container on failure: a namespace just created
 	# is unknown to the frontend until its namespace cache refreshes (within 10 s).
 	local try
-	for try in 1 2 3 4 5 6; do
+	for try in $(seq 10); do
+		revive history-1 history-2 matching frontend internal-worker
 		if PATH=$bin:$PATH TEMPORAL_ADDRESS=$address TEMPORAL_NAMESPACE=default \
 			timeout 300 sh "$repo/deploy/temporal/setup-temporal.sh" >>"$logs/setup-temporal.log" 2>&1; then
 			break
 		fi
-		[ "$try" = 6 ] && die "namespace setup failed: see $logs/setup-temporal.log"
+		[ "$try" = 10 ] && die_log setup-temporal "namespace setup failed: see $logs/setup-temporal.log"
 		sleep 3
+	done
+	for n in history-1 history-2 matching frontend internal-worker; do
+		running "$n" || die_log "$n" "Temporal $n exited: see $logs/$n.log"
 	done
 	for n in ui worker-1 worker-2; do start_one "$n"; done
 	for n in ui worker-1 worker-2; do wait_ready "$n"; done

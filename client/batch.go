@@ -389,14 +389,24 @@ func UpdateBatch(ctx context.Context, c tclient.Client, batchID, name string, su
 		WaitForStage: tclient.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return err
+		return updateError(batchID, name, err)
 	}
 	var s workflows.BatchSummary
 	if err := h.Get(ctx, &s); err != nil {
-		return err
+		return updateError(batchID, name, err)
 	}
 	if sum != nil {
 		*sum = s
 	}
 	return nil
+}
+
+// updateError names the side to upgrade when the batch's worker refused update name as
+// unknown: the starter is newer than the workers (docs/compatibility.md, "Mixed releases").
+func updateError(batchID, name string, err error) error {
+	if strings.Contains(err.Error(), "unknown update "+name+".") {
+		return fmt.Errorf("client: update %q of batch %s is unknown to the worker running it: the starter is newer than the workers; upgrade the workers: %w",
+			name, batchID, err)
+	}
+	return err
 }

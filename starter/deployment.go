@@ -62,7 +62,7 @@ func runDeployment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case "set-current":
 		_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: positional[1]})
 		if err == nil {
-			fmt.Fprintf(stdout, "%s:%s is the current version: new runs start on it, AutoUpgrade runs move to it\n", positional[0], positional[1])
+			fmt.Fprintf(stdout, "%s:%s is the current version: new runs start on it, batches and admissions move to it at their next continue-as-new\n", positional[0], positional[1])
 		}
 	case "ramp":
 		_, err = h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{BuildID: positional[1], Percentage: float32(percent)})

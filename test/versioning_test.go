@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,10 +110,32 @@ func taskBuilds(t *testing.T, workflowID, runID string) (builds []string, failed
 	return builds, failed
 }
 
+// buildChain walks the chain of runs of workflowID from its first run and returns the build
+// of each. It asserts that no run failed a workflow task and that each ran on one build: a
+// long-lived workflow moves to a new build only at continue-as-new.
+func buildChain(t *testing.T, workflowID string) []string {
+	t.Helper()
+	desc, err := env.c.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	require.NoError(t, err)
+	var chain []string
+	for id := desc.GetWorkflowExecutionInfo().GetFirstRunId(); id != ""; {
+		builds, failed := taskBuilds(t, workflowID, id)
+		assert.Zero(t, failed, "run %s of %s failed a workflow task", id, workflowID)
+		if len(builds) == 0 {
+			break // the last run has not completed a task yet
+		}
+		assert.Equal(t, builds[:1], slices.Compact(builds), "every workflow task of run %s of %s ran on one build", id, workflowID)
+		chain = append(chain, builds[0])
+		evs := runHistory(t, workflowID, id)
+		id = evs[len(evs)-1].GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+	}
+	return chain
+}
+
 // TestRolloutToANewBuild rolls a deployment from build A (the shipped workflows) to build B
 // (whose StartSubagent records one more command): runs started on A finish on A, runs started
-// after B became current run on B, no workflow task fails, a batch started on A crosses to B,
-// A drains and stops; the replay gate passes on these histories for either build.
+// after B became current run on B, no workflow task fails, a batch started on A crosses to B
+// at a continue-as-new and so does an admission, A drains and stops; the replay gate passes on these histories for either build.
 func TestRolloutToANewBuild(t *testing.T) {
 	deployment := "rollout-" + uuid.NewString()[:8]
 	queue := "rollout-" + uuid.NewString()
@@ -142,15 +165,33 @@ func TestRolloutToANewBuild(t *testing.T) {
 	for i := range 6 {
 		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("batch task %d", i)))
 	}
-	batchID := "batch-" + uuid.NewString()
-	batch, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: queue},
-		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: len(tasks), Concurrency: 2, ContinueAsNewAfter: 2})
+	// Two batches: one continues as new every 2 starts anyway, the other (its threshold far
+	// beyond its tasks) only because B became current.
+	var batches []client.WorkflowRun
+	for _, threshold := range []int{2, 1000} {
+		batchID := fmt.Sprintf("batch-%d-%s", threshold, uuid.NewString())
+		batch, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: queue},
+			workflows.BatchWorkflowName, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: len(tasks), Concurrency: 2, ContinueAsNewAfter: threshold})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			v, err := env.c.QueryWorkflow(ctx, batchID, "", workflows.QueryProgress)
+			var sum workflows.BatchSummary
+			return err == nil && v.Get(&sum) == nil && sum.Running > 0
+		}, waitLimit, 50*time.Millisecond, "batch %s starts children on A", batchID)
+		batches = append(batches, batch)
+	}
+	admissionID := workflows.AdmissionWorkflowID("rollout-" + uuid.NewString()[:8])
+	_, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: admissionID, TaskQueue: queue},
+		workflows.AdmissionWorkflowName, workflows.AdmissionInput{Provider: "rollout", Limit: 10, PermitTTL: time.Hour})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		v, err := env.c.QueryWorkflow(ctx, batchID, "", workflows.QueryProgress)
-		var sum workflows.BatchSummary
-		return err == nil && v.Get(&sum) == nil && sum.Running > 0
-	}, waitLimit, 50*time.Millisecond, "the batch starts children on A")
+	acquire := func() {
+		h, err := env.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: admissionID, UpdateName: workflows.UpdateAcquire,
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		require.NoError(t, err)
+		var permit string
+		require.NoError(t, h.Get(ctx, &permit))
+	}
+	acquire()
 	var onA, onB []client.WorkflowRun
 	for i := range 20 {
 		onA = append(onA, startRun(slow, fmt.Sprintf("long run %d", i)))
@@ -190,23 +231,22 @@ func TestRolloutToANewBuild(t *testing.T) {
 		}
 	}
 
-	var sum workflows.BatchSummary
-	require.NoError(t, batch.Get(ctx, &sum))
-	assert.True(t, sum.Completed(), "%+v", sum)
-	assert.Equal(t, len(tasks), sum.ByStopReason[subagent.StopCompleted], "%+v", sum)
-	// Walk the batch's chain of runs: none failed a task, and the last ran on build B.
-	desc, err := env.c.DescribeWorkflowExecution(ctx, batchID, "")
-	require.NoError(t, err)
-	builds, failed := taskBuilds(t, batchID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
-	assert.Zero(t, failed)
-	assert.Equal(t, "b", builds[len(builds)-1], "the batch crossed to build B")
-	for id := desc.GetWorkflowExecutionInfo().GetFirstRunId(); id != ""; {
-		evs := runHistory(t, batchID, id)
-		for _, ev := range evs {
-			assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, ev.GetEventType(), "batch run %s", id)
-		}
-		id = evs[len(evs)-1].GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+	for _, batch := range batches {
+		batchID := batch.GetID()
+		var sum workflows.BatchSummary
+		require.NoError(t, batch.Get(ctx, &sum))
+		assert.True(t, sum.Completed(), "%+v", sum)
+		assert.Equal(t, len(tasks), sum.ByStopReason[subagent.StopCompleted], "%+v", sum)
+		chain := buildChain(t, batchID)
+		assert.Equal(t, []string{"a", "b"}, slices.Compact(chain), "batch %s went from build A to B", batchID)
 	}
+	// The admission, idle on A since its first permit, moves to B on its next acquire.
+	acquire()
+	require.Eventually(t, func() bool {
+		return slices.Equal([]string{"a", "b"}, slices.Compact(buildChain(t, admissionID)))
+	}, waitLimit, 100*time.Millisecond, "the admission continues as new on build B")
+	acquire()
+	require.NoError(t, env.c.TerminateWorkflow(ctx, admissionID, "", "test over"))
 
 	// The gate of either build passes: the runs pinned to the other build are skipped.
 	for build, register := range map[string]func(worker.WorkflowRegistry){"a": nil, "b": registerB} {
@@ -219,7 +259,7 @@ func TestRolloutToANewBuild(t *testing.T) {
 
 	// Build B's code under A's build id (an id reused for other code) breaks every run pinned
 	// to A — A's runs and the batch's children that started on A — and the gate names each;
-	// the batch (AutoUpgrade, its code unchanged) still replays.
+	// the batch's runs (their code unchanged) still replay.
 	rep, err := app.Replay(ctx, app.ReplayOptions{Client: env.c, Namespace: env.srv.Namespace(), Closed: 200, TaskQueues: []string{queue},
 		DeploymentName: deployment, BuildID: "a", Workflows: registerB})
 	require.NoError(t, err)
@@ -248,7 +288,8 @@ func TestRolloutToANewBuild(t *testing.T) {
 // TestMixedReleases starts runs the shared worker's release does not know, or knows only in
 // part: a workflow type of a newer release is refused at once with a message naming the side
 // to upgrade, whether started with its update or alone; a StartSubagent input with a field of
-// a newer release, or without the optional fields of this one, runs.
+// a newer release, or without the optional fields of this one, runs; a batch update of a
+// newer release is refused naming the side to upgrade.
 func TestMixedReleases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
@@ -274,7 +315,20 @@ func TestMixedReleases(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the starter is newer than the workers; upgrade the workers")
 
+	// A batch update of a newer release is refused naming the side to upgrade; the batch
+	// goes on.
 	dir := t.TempDir()
+	batchID := "mixed-" + uuid.NewString()
+	batch, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: env.taskQueue}, workflows.BatchWorkflowName,
+		workflows.BatchInput{BatchID: batchID, Tasks: []workflows.Task{scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"delayMs": 1000, "text": "ok"}`), "long")}, Total: 1})
+	require.NoError(t, err)
+	err = subflow.UpdateBatch(ctx, env.c, batchID, "resizeOfANewerRelease", nil, 3)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `update "resizeOfANewerRelease" of batch `+batchID+` is unknown to the worker running it: the starter is newer than the workers; upgrade the workers`)
+	var sum workflows.BatchSummary
+	require.NoError(t, batch.Get(ctx, &sum))
+	assert.True(t, sum.Completed(), "%+v", sum)
+
 	in := rootInput(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "ok"}`), "mixed releases")
 	raw, err := json.Marshal(in)
 	require.NoError(t, err)

@@ -59,8 +59,8 @@ type AdmissionInput struct {
 // (history.maxInFlightUpdates, 10 by default): acquires beyond that are refused and sent
 // again by the caller. A permit expires after PermitTTL, so a worker that died holding one cannot
 // shrink the limit for good. The workflow runs forever; it continues as new when its
-// history grows, once no acquire is waiting (new acquires are refused meanwhile and the
-// caller sends them again).
+// history grows or a new build of its deployment becomes current, once no acquire is waiting
+// (new acquires are refused meanwhile and the caller sends them again).
 func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	if in.Limit < 1 {
 		return fmt.Errorf("admission %s: limit must be at least 1: %d", in.Provider, in.Limit)
@@ -150,11 +150,12 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 		}
 	})
 	for {
-		// Wake up now and then to expire permits; releases and acquires need no loop.
-		_, _ = workflow.AwaitWithTimeout(ctx, ttl/4, func() bool { return false })
+		// Wake up now and then to expire permits (releases and acquires need no loop), and
+		// on the first workflow task that says a new build is current.
+		_, _ = workflow.AwaitWithTimeout(ctx, ttl/4, func() bool { return upgradeDue(ctx) })
 		expire()
 		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() > admissionMaxEvents || info.GetContinueAsNewSuggested() {
+		if info.GetCurrentHistoryLength() > admissionMaxEvents || info.GetContinueAsNewSuggested() || upgradeDue(ctx) {
 			draining = true
 			// The waiting acquires are served by the releases still coming in.
 			_ = workflow.Await(ctx, func() bool { return len(queue) == 0 && workflow.AllHandlersFinished(ctx) })
@@ -165,7 +166,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 			next := in
 			next.Permits = maps.Clone(permits)
 			next.Granted = slices.Clone(granted)
-			return workflow.NewContinueAsNewError(ctx, AdmissionWorkflowName, next)
+			return continueAsNew(ctx, AdmissionWorkflowName, next)
 		}
 	}
 }

@@ -67,13 +67,18 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 	}
 
 	b.startTasks(ctx)
+	if b.exhausted && !b.cancelled {
+		// Every task has started: wait for the last children, or for a new build to hand
+		// them to.
+		_ = workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled || upgradeDue(ctx) })
+	}
 
-	if !b.cancelled && ctx.Err() == nil && !b.exhausted {
+	if !b.cancelled && ctx.Err() == nil && (!b.exhausted || b.running > 0) {
 		// Continue as new once every started child has its workflow and no update is half
 		// done; the running children go on and the next run awaits them.
 		_ = workflow.Await(bg, func() bool { return b.starting == 0 && !b.saving && workflow.AllHandlersFinished(bg) })
 		if ctx.Err() == nil && !b.cancelled {
-			return b.progress(), workflow.NewContinueAsNewError(ctx, BatchWorkflowName, b.next())
+			return b.progress(), continueAsNew(ctx, BatchWorkflowName, b.next())
 		}
 	}
 	if err := workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled }); err != nil || b.cancelled {
@@ -242,8 +247,9 @@ func (b *batch) addTasks(ctx workflow.Context, p TaskPage) (BatchSummary, error)
 	return b.progress(), nil
 }
 
-// startTasks starts children until every task started, the run should continue as new, or
-// the batch is cancelled.
+// startTasks starts children until every task started, the run should continue as new (its
+// share of starts is done, its history is full, or a new build is current), or the batch is
+// cancelled.
 func (b *batch) startTasks(ctx workflow.Context) {
 	for {
 		if b.cancelled || ctx.Err() != nil {
@@ -253,13 +259,14 @@ func (b *batch) startTasks(ctx workflow.Context) {
 			b.exhausted = true
 			return
 		}
-		if b.startedNow >= b.threshold || b.historyFull(ctx) {
+		if b.startedNow >= b.threshold || b.historyFull(ctx) || upgradeDue(ctx) {
 			return
 		}
 		err := workflow.Await(ctx, func() bool {
-			return b.cancelled || (!b.paused && b.running < b.concurrency && (len(b.page) > 0 || b.stored > b.cursor))
+			return b.cancelled || upgradeDue(ctx) ||
+				(!b.paused && b.running < b.concurrency && (len(b.page) > 0 || b.stored > b.cursor))
 		})
-		if err != nil || b.cancelled {
+		if err != nil || b.cancelled || upgradeDue(ctx) {
 			return
 		}
 		if len(b.page) == 0 {

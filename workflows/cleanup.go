@@ -194,5 +194,5 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		in.Cursor = page.Next
 	}
 	in.Totals = &res
-	return res, workflow.NewContinueAsNewError(ctx, CleanupWorkflowName, in)
+	return res, continueAsNew(ctx, CleanupWorkflowName, in)
 }

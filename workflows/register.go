@@ -6,22 +6,37 @@ import (
 )
 
 // Register registers the workflows of this package on r under their names (WorkflowName,
-// BatchWorkflowName, FetchPayloadWorkflowName, AdmissionWorkflowName), so a worker registers
-// them in one line.
+// BatchWorkflowName, FetchPayloadWorkflowName, AdmissionWorkflowName, CleanupWorkflowName),
+// so a worker registers them in one line.
 //
-// The versioning behaviors apply on a worker of a Worker Deployment (docs/deployment.md):
-// StartSubagent and FetchPayload are Pinned, a run finishes on the build that started it, so
-// a changed StartSubagent ships as a new build and needs no patch. The batch and admission
-// workflows live for hours or for ever and are AutoUpgrade: they move to the deployment's
-// current version at their next workflow task, where the new build replays their history
-// since their last continue-as-new — what the replay gate (`worker replay`) checks before a
-// version is made current. On an unversioned worker the behaviors are not used.
+// Every workflow is Pinned on a worker of a Worker Deployment (docs/deployment.md): a run
+// finishes on the build that started it, so a changed workflow ships as a new build and needs
+// no patch. The batch and admission workflows live for hours or for ever: when the
+// deployment's current version moves past the build a run is pinned to, the run continues as
+// new at its next safe point (upgradeDue), and the next run starts on the new build
+// (continueAsNew). No build ever replays another build's history. On an unversioned worker
+// the behaviors are not used.
 func Register(r worker.WorkflowRegistry) {
 	pinned := workflow.VersioningBehaviorPinned
-	upgrade := workflow.VersioningBehaviorAutoUpgrade
 	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: pinned})
-	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName, VersioningBehavior: upgrade})
+	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(FetchPayload, workflow.RegisterOptions{Name: FetchPayloadWorkflowName, VersioningBehavior: pinned})
-	r.RegisterWorkflowWithOptions(ModelAdmission, workflow.RegisterOptions{Name: AdmissionWorkflowName, VersioningBehavior: upgrade})
+	r.RegisterWorkflowWithOptions(ModelAdmission, workflow.RegisterOptions{Name: AdmissionWorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(Cleanup, workflow.RegisterOptions{Name: CleanupWorkflowName, VersioningBehavior: pinned})
+}
+
+// upgradeDue reports whether the deployment's target version is no longer the build this
+// Pinned run is on (the server says so on each workflow task): a long-lived run should
+// continue as new, which moves it to the new build.
+func upgradeDue(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetTargetWorkerDeploymentVersionChanged()
+}
+
+// continueAsNew continues the run as new as workflow name with arg, the next run starting on
+// the deployment's target version (its build then pins it): a long-lived workflow moves to a
+// new build only here, where its state is carried in arg.
+func continueAsNew(ctx workflow.Context, name string, arg any) error {
+	return workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
+		InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+	}, name, arg)
 }

@@ -118,8 +118,8 @@ type Options struct {
 	WorkspaceRoots []subflow.WorkspaceRoot
 	// DeploymentName, when set (or $SUBFLOW_DEPLOYMENT_NAME), makes the worker join that
 	// Worker Deployment as version BuildID (docs/deployment.md, "Rolling out a new build"):
-	// StartSubagent runs stay on the build that started them (Pinned), the long-lived
-	// workflows follow the deployment's current version (AutoUpgrade, workflows.Register).
+	// every run stays on the build that started it (Pinned); the long-lived workflows move to
+	// the deployment's current version at continue-as-new (workflows.Register).
 	// Empty: the worker is unversioned.
 	DeploymentName string
 	// BuildID identifies this build within the deployment; "" means $SUBFLOW_BUILD_ID, else

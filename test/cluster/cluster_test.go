@@ -228,6 +228,59 @@ func TestNestedFanOut(t *testing.T) {
 	assert.Equal(t, 4, strings.Count(stdout, "part "), "the tree as text: %s", stdout)
 }
 
+// cliEnv names the official Temporal CLI binary that TestOfficialCLI runs (.ci/run installs
+// github.com/temporalio/cli v1.5.1 with go install, as bench/cli-devserver.sh does).
+const cliEnv = "TEMPORAL_CLI"
+
+// TestOfficialCLI: the official temporal CLI lists and describes a run on the cluster by
+// subflow's search attributes, through the same client environment the starter reads.
+func TestOfficialCLI(t *testing.T) {
+	needCluster(t)
+	cli := os.Getenv(cliEnv)
+	if cli == "" {
+		t.Skip(cliEnv + " is unset: go install github.com/temporalio/cli/cmd/temporal@v1.5.1 and set it to the binary")
+	}
+	dir := t.TempDir()
+	label := "cli " + uuid.NewString()[:8]
+	code, stdout, stderr := starter(t, dir, "run", "--json", "--cwd", dir, "--label", label, "--model-provider", model.ProviderScripted,
+		"--model", script(t, dir, `{"text": "listed"}`), "be listed")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	var res struct {
+		WorkflowID string `json:"workflowId"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res), "stdout: %s", stdout)
+
+	temporal := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(cli, args...).CombinedOutput()
+		require.NoError(t, err, "temporal %v: %s", args, out)
+		return string(out)
+	}
+	query := fmt.Sprintf("WorkflowId = '%s' AND SubagentProvider = 'spawn' AND ExecutionStatus = 'Completed'", res.WorkflowID)
+	require.Eventually(t, func() bool {
+		return strings.Contains(temporal("workflow", "list", "--query", query, "--output", "json"), res.WorkflowID)
+	}, time.Minute, 500*time.Millisecond, "temporal workflow list finds %s", res.WorkflowID)
+
+	var desc struct {
+		Info struct {
+			Type struct {
+				Name string `json:"name"`
+			} `json:"type"`
+			Status           string `json:"status"`
+			SearchAttributes struct {
+				IndexedFields map[string]any `json:"indexedFields"`
+			} `json:"searchAttributes"`
+		} `json:"workflowExecutionInfo"`
+	}
+	out := temporal("workflow", "describe", "--workflow-id", res.WorkflowID, "--output", "json")
+	require.NoError(t, json.Unmarshal([]byte(out), &desc), "temporal workflow describe: %s", out)
+	assert.Equal(t, workflows.WorkflowName, desc.Info.Type.Name)
+	assert.Equal(t, "WORKFLOW_EXECUTION_STATUS_COMPLETED", desc.Info.Status)
+	for _, attr := range []string{"SubagentProvider", "SubagentStopReason", "SubagentLabel"} {
+		assert.Contains(t, desc.Info.SearchAttributes.IndexedFields, attr, "describe shows %s: %s", attr, out)
+	}
+}
+
 // TestBatchAcrossWorkers: a 2,000-task batch runs on both workers, and `starter batch
 // results` returns every task once.
 func TestBatchAcrossWorkers(t *testing.T) {

@@ -3,7 +3,6 @@ package inprocess
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 
@@ -20,11 +19,13 @@ var errStoreDown = errors.New("store unreachable")
 
 // faultyStore is a real store whose first append of one event type fails (after skip
 // appends of that type went through), as when the store's server restarts mid-turn; every
-// other call reaches the real store.
+// other call reaches the real store. With committed the failing append is stored all the
+// same: the server went down after committing it, before its reply.
 type faultyStore struct {
 	session.Store
-	failType string
-	skip     int
+	failType  string
+	skip      int
+	committed bool
 
 	mu     sync.Mutex
 	failed bool
@@ -39,82 +40,113 @@ func (s *faultyStore) Append(ctx context.Context, id string, events ...session.E
 	}
 	s.failed = s.failed || fail
 	s.mu.Unlock()
-	if fail {
+	if fail && !s.committed {
 		return errStoreDown
 	}
-	return s.Store.Append(ctx, id, events...)
+	if err := s.Store.Append(ctx, id, events...); err != nil || !fail {
+		return err
+	}
+	return errStoreDown
 }
 
 // TestDriveLeavesTheTurnPendingWhenASessionWriteFails: a session append of the turn that the
 // store fails is an infrastructure fault, not the child's: the drive writes no turn/end and
-// fails with the store's error naming the session and the operation, and the next drive (on
-// another host, as a retried activity) resumes the turn to the expected answer without
-// doubling what was stored.
+// fails with the store's error naming the session and the operation, and the next drive (a
+// retried activity, on another host or on the same one, whose scripted model already answered
+// the torn step) resumes the turn to the expected answer without doubling what was stored.
 func TestDriveLeavesTheTurnPendingWhenASessionWriteFails(t *testing.T) {
 	cases := []struct {
-		failType string
-		counted  int64 // executions of the count tool: a result that was not stored runs again
+		failType  string
+		committed bool  // the failed append was stored all the same
+		counted   int64 // executions of the count tool: a result that was not stored runs again
 	}{
-		{session.TypeAssistantMessage, 1},
-		{session.TypeToolResult, 2},
-		{session.TypeStepEnd, 1},
-		{session.TypeAssistantChunk, 1},
+		{session.TypeAssistantMessage, false, 1},
+		{session.TypeAssistantMessage, true, 1},
+		{session.TypeToolResult, false, 2},
+		{session.TypeStepEnd, false, 1},
+		{session.TypeAssistantChunk, false, 1},
 	}
 	for _, tc := range cases {
-		t.Run(tc.failType, func(t *testing.T) {
-			f := newFixture(t)
-			f.script(t, "child.json", `{"toolCalls": [{"name": "count", "input": {}}]}`, `{"text": "done"}`)
-			parent := f.parent(t, session.Header{Route: route("child.json")})
-			req := request(parent, "count once")
-			created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
-			require.NoError(t, err)
-			dr := DriveRequest{ChildID: created.ChildID, Request: req}
-
-			dr.Store = &faultyStore{Store: f.store, failType: tc.failType}
-			_, err = f.host.Drive(context.Background(), dr)
-			var se *agent.StoreError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, created.ChildID, se.SessionID)
-			assert.Equal(t, "append "+tc.failType, se.Op)
-			assert.ErrorIs(t, err, errStoreDown)
-			var ie *InterruptedError
-			assert.False(t, errors.As(err, &ie), "not a model interruption")
-			assert.NotContains(t, types(f.events(t, created.ChildID)), session.TypeTurnEnd,
-				"the turn stays unfinished for the retry")
-
-			dr.Store = nil
-			_, err = f.freshHost(t).Drive(context.Background(), dr)
-			require.NoError(t, err)
-			res, err := f.host.ReadResult(context.Background(), ReadRequest{ChildID: created.ChildID, Request: req})
-			require.NoError(t, err)
-			assert.Equal(t, subagent.StopCompleted, res.StopReason)
-			assert.Equal(t, "done", session.JoinText(res.Output))
-
-			events := f.events(t, created.ChildID)
-			count := map[string]int{}
-			for _, ev := range events {
-				count[ev.Type]++
+		for _, sameHost := range []bool{false, true} {
+			name := tc.failType
+			if tc.committed {
+				name += " stored"
 			}
-			assert.Equal(t, 1, count[session.TypeInboxSpliced], "the prompt is spliced once")
-			assert.Equal(t, 1, count[session.TypeTurnStart])
-			assert.Equal(t, 1, count[session.TypeTurnEnd])
-			assert.Equal(t, 2, count[session.TypeAssistantMessage], "the tool call, then the answer")
-			assert.Equal(t, 1, count[session.TypeToolResult])
-			assert.Equal(t, 1, count[session.TypeSubagentDescr])
-			assert.Equal(t, tc.counted, f.counted.Load())
-		})
+			if sameHost {
+				name += "/same host"
+			} else {
+				name += "/other host"
+			}
+			t.Run(name, func(t *testing.T) {
+				f := newFixture(t)
+				f.script(t, "child.json", `{"toolCalls": [{"name": "count", "input": {}}]}`, `{"text": "done"}`)
+				parent := f.parent(t, session.Header{Route: route("child.json")})
+				req := request(parent, "count once")
+				created, err := f.host.Create(context.Background(), CreateRequest{Provider: subagent.ProviderSpawn, Request: req})
+				require.NoError(t, err)
+				dr := DriveRequest{ChildID: created.ChildID, Request: req}
+
+				dr.Store = &faultyStore{Store: f.store, failType: tc.failType, committed: tc.committed}
+				_, err = f.host.Drive(context.Background(), dr)
+				var se *agent.StoreError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, created.ChildID, se.SessionID)
+				assert.Equal(t, "append "+tc.failType, se.Op)
+				assert.ErrorIs(t, err, errStoreDown)
+				var ie *InterruptedError
+				assert.False(t, errors.As(err, &ie), "not a model interruption")
+				assert.NotContains(t, types(f.events(t, created.ChildID)), session.TypeTurnEnd,
+					"the turn stays unfinished for the retry")
+
+				dr.Store = nil
+				retry := f.host
+				if !sameHost {
+					retry = f.freshHost(t)
+				}
+				_, err = retry.Drive(context.Background(), dr)
+				require.NoError(t, err)
+				res, err := f.host.ReadResult(context.Background(), ReadRequest{ChildID: created.ChildID, Request: req})
+				require.NoError(t, err)
+				assert.Equal(t, subagent.StopCompleted, res.StopReason, "turn/end: %+v", lastTurnEnd(t, f.events(t, created.ChildID)))
+				assert.Equal(t, "done", session.JoinText(res.Output))
+
+				events := f.events(t, created.ChildID)
+				count := map[string]int{}
+				for _, ev := range events {
+					count[ev.Type]++
+				}
+				assert.Equal(t, 1, count[session.TypeInboxSpliced], "the prompt is spliced once")
+				assert.Equal(t, 1, count[session.TypeTurnStart])
+				assert.Equal(t, 1, count[session.TypeTurnEnd])
+				assert.Equal(t, 2, count[session.TypeAssistantMessage], "the tool call, then the answer")
+				assert.Equal(t, 1, count[session.TypeToolResult])
+				assert.Equal(t, 1, count[session.TypeSubagentDescr])
+				assert.Equal(t, tc.counted, f.counted.Load())
+			})
+		}
 	}
 }
 
-// TestDriveRetriedOnTheSameHostAfterAFailedChunkAppend: when a chunk append fails (PostgreSQL
-// restarting mid-stream), the retried drive often lands on the same worker, whose scripted
-// model already saw the session: the torn step left no assistant message, so its redo must
-// take the same response and the turn complete with the whole answer (docs/durability.md),
-// not `script exhausted` into stop reason error with the stored fragment. Whichever chunk
-// fails, the first or the last of the stream.
-func TestDriveRetriedOnTheSameHostAfterAFailedChunkAppend(t *testing.T) {
-	for _, skip := range []int{0, 1, 3} {
-		t.Run(fmt.Sprintf("chunk %d of 4", skip+1), func(t *testing.T) {
+// TestDriveRetriedOnTheSameHostAfterAFailedAnswerAppend: when a chunk append or the
+// assistant message append fails (PostgreSQL restarting mid-stream), the retried drive often
+// lands on the same worker, whose scripted model already saw the session: the torn step left
+// no assistant message, so its redo must take the same response and the turn complete with
+// the whole answer (docs/durability.md), not `script exhausted` into stop reason error with
+// the stored fragment. Whichever chunk fails, the first or the last of the stream, or the
+// message after the whole stream was stored.
+func TestDriveRetriedOnTheSameHostAfterAFailedAnswerAppend(t *testing.T) {
+	cases := []struct {
+		name     string
+		failType string
+		skip     int
+	}{
+		{"chunk 1 of 4", session.TypeAssistantChunk, 0},
+		{"chunk 2 of 4", session.TypeAssistantChunk, 1},
+		{"chunk 4 of 4", session.TypeAssistantChunk, 3},
+		{"message", session.TypeAssistantMessage, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.script(t, "child.json", `{"text": "fine", "chunks": 4}`)
 			parent := f.parent(t, session.Header{Route: route("child.json")})
@@ -123,7 +155,7 @@ func TestDriveRetriedOnTheSameHostAfterAFailedChunkAppend(t *testing.T) {
 			require.NoError(t, err)
 			dr := DriveRequest{ChildID: created.ChildID, Request: req}
 
-			dr.Store = &faultyStore{Store: f.store, failType: session.TypeAssistantChunk, skip: skip}
+			dr.Store = &faultyStore{Store: f.store, failType: tc.failType, skip: tc.skip}
 			_, err = f.host.Drive(context.Background(), dr)
 			require.ErrorIs(t, err, errStoreDown)
 

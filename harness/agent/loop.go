@@ -154,6 +154,9 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	// model gives its response back for the step's redo, docs/durability.md).
 	mctx, cancelStream := context.WithCancel(mctx)
 	defer cancelStream()
+	// An answer the log could not hold is given back to the model likewise, so the redo of
+	// the step takes it again (contract R-90).
+	mctx, giveBack := model.WithGiveBack(mctx)
 	resp, err := m.Stream(mctx, req, func(delta string) {
 		if delta == "" || chunkErr != nil {
 			return
@@ -172,6 +175,7 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 	}, err)
 	switch {
 	case chunkErr != nil:
+		giveBack()
 		return a.failed(chunkErr)
 	case err != nil && ctx.Err() != nil:
 		return aborted(ctx)
@@ -193,6 +197,7 @@ func (a *Agent) step(ctx context.Context, m model.Model, turn, step int) *sessio
 		s.used(&usage)
 	})
 	if err != nil {
+		giveBack()
 		return a.failed(err)
 	}
 	if resp.Finish == model.FinishLength {

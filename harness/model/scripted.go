@@ -26,8 +26,12 @@ var ErrScriptExhausted = errors.New("script exhausted")
 // request cancelled by its context before it returned (during a delay, or by the caller that
 // could not store a piece of its text): it gives its position back, because it left no
 // assistant message, so the request that redoes its step takes the same response, in this
-// process as in a new one resuming from the stored history. A request without a session id is stateless: its
-// position is always that assistant-message count.
+// process as in a new one resuming from the stored history. Likewise an answer the caller
+// gives back (WithGiveBack: the session log failed its assistant message) is taken again by
+// the session's next request — unless that request's history holds more assistant messages
+// than the given-back one's did: then the store had kept the message after all, and the
+// position moves on. A request without a session id is stateless: its position is always
+// that assistant-message count.
 //
 // A response with both "text" and "error" streams the text, then fails with the error. Usage is
 // an estimate: a quarter of the rune count of the request (input) and of the answer (output),
@@ -39,6 +43,13 @@ type Scripted struct {
 	scripts   scriptCache
 	mu        sync.Mutex
 	positions map[string]int
+	returned  map[string]returnedAnswer // the session's latest answer, given back
+}
+
+// returnedAnswer is an answer the caller gave back: its position, and the assistant messages
+// in the history of the request it answered.
+type returnedAnswer struct {
+	idx, assistants int
 }
 
 // NewScripted returns an empty scripted model.
@@ -106,6 +117,8 @@ func (m *Scripted) Stream(ctx context.Context, req Request, onText func(delta st
 		resp.Finish = FinishToolCalls
 	}
 	resp.Usage = session.Usage{InputTokens: estimateTokens(requestRunes(req)), OutputTokens: estimateTokens(outRunes)}
+	assistants := assistantCount(req.Messages)
+	OnGiveBack(ctx, func() { m.giveBack(req, idx, assistants) })
 	return resp, nil
 }
 
@@ -119,6 +132,12 @@ func (m *Scripted) claim(req Request) int {
 	pos, ok := m.positions[req.SessionID]
 	if !ok {
 		pos = assistantCount(req.Messages)
+	}
+	if r, ok := m.returned[req.SessionID]; ok {
+		delete(m.returned, req.SessionID)
+		if assistantCount(req.Messages) <= r.assistants {
+			pos = r.idx // the redo of the step whose answer was not stored
+		}
 	}
 	if m.positions == nil {
 		m.positions = make(map[string]int)
@@ -138,6 +157,24 @@ func (m *Scripted) unclaim(req Request, idx int) {
 	if m.positions[req.SessionID] == idx+1 {
 		m.positions[req.SessionID] = idx
 	}
+}
+
+// giveBack records that the answer at idx, to a request whose history held assistants
+// assistant messages, was not stored, unless a later request of the session has taken a
+// position since.
+func (m *Scripted) giveBack(req Request, idx, assistants int) {
+	if req.SessionID == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.positions[req.SessionID] != idx+1 {
+		return
+	}
+	if m.returned == nil {
+		m.returned = make(map[string]returnedAnswer)
+	}
+	m.returned[req.SessionID] = returnedAnswer{idx: idx, assistants: assistants}
 }
 
 func assistantCount(msgs []Message) int {

@@ -401,3 +401,41 @@ func writeScriptB(b *testing.B, dir, content string) string {
 	}
 	return "s.json"
 }
+
+// An answer the caller gives back (it could not store the assistant message) is taken again
+// by the session's next request, the redo of its step; unless that request's history shows
+// the message was stored after all, when the position moves on.
+func TestScriptedGivenBackAnswerIsTakenAgain(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "s.json", `{"responses": [{"text": "one"}, {"text": "two"}, {"text": "three"}]}`)
+	m := NewScripted()
+	ask := func(req Request, giveBack bool) string {
+		t.Helper()
+		ctx, back := WithGiveBack(context.Background())
+		resp, err := m.Stream(ctx, req, nil)
+		require.NoError(t, err)
+		if giveBack {
+			back()
+			back() // idempotent
+		}
+		return resp.Text
+	}
+
+	assert.Equal(t, "one", ask(scriptedRequest(dir, script, "s1", 0), true))
+	assert.Equal(t, "one", ask(scriptedRequest(dir, script, "s1", 0), false), "the step's redo takes it again")
+	assert.Equal(t, "two", ask(scriptedRequest(dir, script, "s1", 1), true))
+	assert.Equal(t, "three", ask(scriptedRequest(dir, script, "s1", 2), false),
+		"the store kept the message it reported failed: the next step takes the next response")
+
+	// Without a WithGiveBack in the context nothing is registered, and a give-back after a
+	// later request took a position changes nothing.
+	resp, err := m.Stream(context.Background(), scriptedRequest(dir, script, "s2", 0), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "one", resp.Text)
+	ctx, back := WithGiveBack(context.Background())
+	_, err = m.Stream(ctx, scriptedRequest(dir, script, "s3", 0), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "two", ask(scriptedRequest(dir, script, "s3", 0), false))
+	back()
+	assert.Equal(t, "three", ask(scriptedRequest(dir, script, "s3", 0), false))
+}

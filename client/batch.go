@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -24,7 +24,7 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// batchResultFetchers is how many results BatchResults reads at once.
+// batchResultFetchers is how many results StreamBatchResults reads ahead.
 const batchResultFetchers = 16
 
 // BatchSummaryOf is a batch's summary: its result when it ended, else its progress.
@@ -151,16 +151,30 @@ func (m *MissingResults) Error() string {
 }
 
 // BatchResults reads the result of every finished task of batch id, each once, ordered by
-// task number: one per child run that closed, plus the tasks that could not start (from the
-// batch's summary). The batch's own count of finished tasks is the source of truth, not
-// visibility, which may lag (Elasticsearch, Temporal Cloud): a finished task that the list
-// misses is found by its derived workflow id, and when some are still missing it waits up to
-// opts.Wait, then returns the results it has with a *MissingResults error. A result stored
-// by reference is read back in full (ResolveOutcome).
+// task number; StreamBatchResults says how. It holds every result in memory: a large batch
+// is better read with StreamBatchResults.
 func BatchResults(ctx context.Context, c tclient.Client, id string, opts BatchResultsOptions) ([]workflows.BatchResult, error) {
+	var results []workflows.BatchResult
+	err := StreamBatchResults(ctx, c, id, opts, func(r workflows.BatchResult) error {
+		results = append(results, r)
+		return nil
+	})
+	return results, err
+}
+
+// StreamBatchResults passes the result of every finished task of batch id to emit, each
+// once, in task order: one per child run that closed, plus the tasks that could not start
+// (from the batch's summary). The batch's own count of finished tasks is the source of truth,
+// not visibility, which may lag (Elasticsearch, Temporal Cloud): a finished task that the
+// list misses is found by its derived workflow id, and when some are still missing it waits
+// up to opts.Wait, then emits the results it has and returns a *MissingResults error. A
+// result stored by reference is read back in full (ResolveOutcome). Results are read
+// batchResultFetchers at once, ahead of emit, and none is kept after emit returns, so
+// memory does not grow with the batch. An error from emit stops the reading and is returned.
+func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts BatchResultsOptions, emit func(workflows.BatchResult) error) error {
 	sum, err := BatchSummaryOf(ctx, c, id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	found := map[int]listedChild{}
 	skip := map[int]bool{} // tasks that could not start, or whose derived id finds nothing
@@ -172,7 +186,7 @@ func BatchResults(ctx context.Context, c tclient.Client, id string, opts BatchRe
 	for {
 		children, err := batchChildren(ctx, c, id)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, ch := range children {
 			if _, seen := found[ch.index]; !seen && ch.close != 0 {
@@ -187,7 +201,7 @@ func BatchResults(ctx context.Context, c tclient.Client, id string, opts BatchRe
 			}
 			ch, ok, err := describeChild(ctx, c, id, n)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			switch {
 			case ok && ch.close != 0:
@@ -218,46 +232,73 @@ func BatchResults(ctx context.Context, c tclient.Client, id string, opts BatchRe
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
-	results, err := readChildResults(ctx, c, found)
-	if err != nil {
-		return nil, err
+	if err := emitResults(ctx, c, found, sum.StartErrors, emit); err != nil {
+		return err
 	}
-	results = append(results, sum.StartErrors...)
-	slices.SortFunc(results, func(a, b workflows.BatchResult) int { return a.Index - b.Index })
 	if short != nil {
-		return results, short
+		return short
 	}
-	return results, nil
+	return nil
 }
 
-// readChildResults reads the results of the closed children, batchResultFetchers at once.
-func readChildResults(ctx context.Context, c tclient.Client, children map[int]listedChild) ([]workflows.BatchResult, error) {
-	var results []workflows.BatchResult
-	var mu sync.Mutex
-	var firstErr error
-	sem := make(chan struct{}, batchResultFetchers)
-	var wg sync.WaitGroup
-	for _, ch := range children {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			r, err := childResult(ctx, c, ch)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			results = append(results, r)
-		}()
+// emitResults reads the results of the closed children in task order, batchResultFetchers
+// ahead of the one emitted, and passes them to emit interleaved with the tasks that could not
+// start (startErrors), all in task order.
+func emitResults(ctx context.Context, c tclient.Client, children map[int]listedChild, startErrors []workflows.BatchResult,
+	emit func(workflows.BatchResult) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type fetch struct {
+		r    workflows.BatchResult
+		err  error
+		done chan struct{}
 	}
-	wg.Wait()
-	return results, firstErr
+	// The channel's capacity is the read-ahead: a fetch starts when it is queued.
+	queue := make(chan *fetch, batchResultFetchers)
+	go func() {
+		defer close(queue)
+		for _, n := range slices.Sorted(maps.Keys(children)) {
+			f := &fetch{done: make(chan struct{})}
+			select {
+			case queue <- f:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				defer close(f.done)
+				f.r, f.err = childResult(ctx, c, children[n])
+			}()
+		}
+	}()
+	failed := slices.SortedFunc(slices.Values(startErrors), func(a, b workflows.BatchResult) int { return a.Index - b.Index })
+	for f := range queue {
+		<-f.done
+		if f.err != nil {
+			return f.err
+		}
+		for len(failed) > 0 && failed[0].Index < f.r.Index {
+			if err := emit(failed[0]); err != nil {
+				return err
+			}
+			failed = failed[1:]
+		}
+		if err := emit(f.r); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, r := range failed {
+		if err := emit(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // childResult reads the result of a closed batch child.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,13 +140,14 @@ func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "%d results of %s in %s\n", n, id, *out)
 		return exitCompleted
 	}
-	results, err := batchResults(ctx, c, id, *wait, stderr)
+	buf := bufio.NewWriter(stdout)
+	enc := resultEncoder(buf)
+	err := subflow.StreamBatchResults(ctx, c, id, resultsOptions(id, *wait, stderr), func(r workflows.BatchResult) error { return enc.Encode(r) })
+	if ferr := buf.Flush(); err == nil {
+		err = ferr
+	}
 	var short *subflow.MissingResults
 	if err != nil && !errors.As(err, &short) {
-		fmt.Fprintf(stderr, "starter batch results: %s: %v\n", id, err)
-		return exitError
-	}
-	if err := encodeResults(stdout, results); err != nil {
 		fmt.Fprintf(stderr, "starter batch results: %s: %v\n", id, err)
 		return exitError
 	}
@@ -160,30 +162,37 @@ func runBatchResults(ctx context.Context, args []string, stdout, stderr io.Write
 // yet (see subflow.BatchResults).
 const resultsWait = 2 * time.Minute
 
-// batchResults reads the results of batch id, saying on stderr which finished tasks it still
-// waits for.
-func batchResults(ctx context.Context, c client.Client, id string, wait time.Duration, stderr io.Writer) ([]workflows.BatchResult, error) {
-	return subflow.BatchResults(ctx, c, id, subflow.BatchResultsOptions{
+// resultsOptions waits up to wait for the results visibility does not list yet, saying so on
+// stderr.
+func resultsOptions(id string, wait time.Duration, stderr io.Writer) subflow.BatchResultsOptions {
+	return subflow.BatchResultsOptions{
 		Wait: wait,
 		Missing: func(m subflow.MissingResults) {
 			fmt.Fprintf(stderr, "starter: %v; waiting up to %v\n", &m, wait)
 		},
-	})
+	}
 }
 
-// writeResultsFile writes the results of batch id to path (through a temporary file, so a
-// reader never sees half of it) and returns their count.
+// writeResultsFile writes the results of batch id to path as they are read, in task order
+// (through a temporary file, so a reader never sees half of it), and returns their count.
 func writeResultsFile(ctx context.Context, c client.Client, id, path string, wait time.Duration, stderr io.Writer) (int, error) {
-	results, err := batchResults(ctx, c, id, wait, stderr)
-	if err != nil {
-		return 0, fmt.Errorf("read results of %s: %w", id, err)
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
 	if err != nil {
 		return 0, fmt.Errorf("write results to %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := encodeResults(tmp, results); err != nil {
+	buf := bufio.NewWriter(tmp)
+	enc := resultEncoder(buf)
+	n := 0
+	err = subflow.StreamBatchResults(ctx, c, id, resultsOptions(id, wait, stderr), func(r workflows.BatchResult) error {
+		n++
+		return enc.Encode(r)
+	})
+	if err != nil {
+		tmp.Close()
+		return 0, fmt.Errorf("read results of %s: %w", id, err)
+	}
+	if err := buf.Flush(); err != nil {
 		tmp.Close()
 		return 0, fmt.Errorf("write results to %s: %w", path, err)
 	}
@@ -193,18 +202,14 @@ func writeResultsFile(ctx context.Context, c client.Client, id, path string, wai
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return 0, fmt.Errorf("write results to %s: %w", path, err)
 	}
-	return len(results), nil
+	return n, nil
 }
 
-func encodeResults(w io.Writer, results []workflows.BatchResult) error {
+// resultEncoder writes results as JSONL, one per line, as they are.
+func resultEncoder(w io.Writer) *json.Encoder {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	for _, r := range results {
-		if err := enc.Encode(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return enc
 }
 
 // completed reports whether a result is one `starter batch retry` does not run again: a
@@ -243,7 +248,16 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 			id, sum.Done, sum.Total, id)
 		return exitUsage
 	}
-	results, err := batchResults(ctx, c, id, resultsWait, stderr)
+	started := map[int]string{} // the workflow id each task ran as
+	done := map[int]bool{}
+	err = subflow.StreamBatchResults(ctx, c, id, resultsOptions(id, resultsWait, stderr), func(r workflows.BatchResult) error {
+		if completed(r) {
+			done[r.Index] = true
+		} else if r.WorkflowID != "" {
+			started[r.Index] = r.WorkflowID
+		}
+		return nil
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
 		return exitError
@@ -252,15 +266,6 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter batch retry: %s: %v\n", id, err)
 		return exitError
-	}
-	started := map[int]string{} // the workflow id each task ran as
-	done := map[int]bool{}
-	for _, r := range results {
-		if completed(r) {
-			done[r.Index] = true
-		} else if r.WorkflowID != "" {
-			started[r.Index] = r.WorkflowID
-		}
 	}
 	total := len(given)
 	if sum, err := subflow.BatchSummaryOf(ctx, c, id); err == nil {

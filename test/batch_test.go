@@ -50,7 +50,7 @@ func batchProgress(t testing.TB, id string) (workflows.BatchSummary, error) {
 }
 
 // readResults reads a batch's results from Temporal, by task number; each task must have
-// one.
+// one, and they come in task order.
 func readResults(t testing.TB, c client.Client, batchID string) map[int]workflows.BatchResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
@@ -58,9 +58,12 @@ func readResults(t testing.TB, c client.Client, batchID string) map[int]workflow
 	results, err := subflow.BatchResults(ctx, c, batchID, subflow.BatchResultsOptions{Wait: waitLimit / 2})
 	require.NoError(t, err)
 	got := map[int]workflows.BatchResult{}
-	for _, r := range results {
+	for i, r := range results {
 		_, dup := got[r.Index]
 		require.False(t, dup, "task %d has two results", r.Index)
+		if i > 0 {
+			require.Less(t, results[i-1].Index, r.Index, "results in task order")
+		}
 		got[r.Index] = r
 	}
 	return got

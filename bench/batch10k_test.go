@@ -20,13 +20,21 @@ import (
 )
 
 // batch10kRuns is the size of BenchmarkBatch10k; SUBFLOW_BENCH_RUNS overrides it.
-const batch10kRuns = 10_000
+// batch10kReference is the smaller batch it runs first, on the same server, as the reference
+// of its ratios.
+const (
+	batch10kRuns      = 10_000
+	batch10kReference = 1_000
+)
 
 // BenchmarkBatch10k runs a 10,000-task batch as users run it: `starter batch` (its own
 // process) hands the tasks to a Batch on the embedded server and follows it to its end,
-// and the worker program (its own process) runs them. It reports runs/s from the starter's
-// start to its exit, the batch's history bytes per continue-as-new run (mean and largest),
-// and the peak RSS of the worker and of the starter (VmRSS sampled every 100 ms):
+// writing every result to --out, and the worker program (its own process) runs them. A
+// 1,000-task batch runs first on the same server, and the ratios of the two are the cost
+// curve: runs/s and the starter's peak RSS at 10,000 over 1,000 (the starter streams results,
+// so its memory should not grow with the batch). It reports, for each size, runs/s from the
+// starter's start to its exit, the batch's history bytes per continue-as-new run (mean and
+// largest), and the peak RSS of the worker and of the starter (VmRSS sampled every 100 ms):
 //
 //	go test -run '^$' -bench Batch10k -benchtime 1x -timeout 60m ./bench/
 func BenchmarkBatch10k(b *testing.B) {
@@ -43,49 +51,70 @@ func BenchmarkBatch10k(b *testing.B) {
 	}
 	scriptPath := filepath.Join(dir, "script.json")
 	require.NoError(b, os.WriteFile(scriptPath, []byte(`{"responses": [{"text": "done"}]}`), 0o644))
+	for b.Loop() {
+		ref := starterBatch(b, bins, dir, scriptPath, batch10kReference)
+		big := starterBatch(b, bins, dir, scriptPath, runs)
+		for _, m := range []struct {
+			size string
+			r    batchRun
+		}{{"ref", ref}, {"big", big}} {
+			b.ReportMetric(m.r.runsPerSec, "runs/s-"+m.size)
+			b.ReportMetric(m.r.workerMB, "worker-peak-rss-MB-"+m.size)
+			b.ReportMetric(m.r.starterMB, "starter-peak-rss-MB-"+m.size)
+			b.ReportMetric(m.r.historyKB, "history-KB/run-"+m.size)
+			b.ReportMetric(m.r.historyMaxKB, "history-max-KB/run-"+m.size)
+			b.ReportMetric(float64(m.r.workflowRuns), "workflow-runs-"+m.size)
+		}
+		b.ReportMetric(big.runsPerSec/ref.runsPerSec, "runs/s-big-vs-ref")
+		b.ReportMetric(big.starterMB/ref.starterMB, "starter-rss-big-vs-ref")
+		b.ReportMetric(big.workerMB/ref.workerMB, "worker-rss-big-vs-ref")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// batchRun is what starterBatch measured of one batch.
+type batchRun struct {
+	runsPerSec, workerMB, starterMB, historyKB, historyMaxKB float64
+	workflowRuns                                             int
+}
+
+// starterBatch runs a batch of n scripted tasks through `starter batch --out` and a worker
+// process of its own, and measures it.
+func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, n int) batchRun {
 	var tasks bytes.Buffer
-	for range runs {
+	for range n {
 		line, err := json.Marshal(workflows.Task{Task: "go", Cwd: dir, ModelProvider: model.ProviderScripted, Model: scriptPath})
 		require.NoError(b, err)
 		tasks.Write(line)
 		tasks.WriteByte('\n')
 	}
-	tasksFile := filepath.Join(dir, "tasks.jsonl")
+	tasksFile := filepath.Join(dir, fmt.Sprintf("tasks-%d.jsonl", n))
 	require.NoError(b, os.WriteFile(tasksFile, tasks.Bytes(), 0o644))
 	procEnv := append(os.Environ(), "TEMPORAL_ADDRESS="+env.addr, "TEMPORAL_NAMESPACE="+env.namespace)
 
-	for b.Loop() {
-		queue := "bench-10k-" + fmt.Sprint(time.Now().UnixNano())
-		w := exec.Command(bins["worker"], "--task-queue", queue, "--session-root", filepath.Join(dir, "sessions"), "--log-level", "warn")
-		w.Env = procEnv
-		require.NoError(b, w.Start())
+	queue := "bench-10k-" + fmt.Sprint(time.Now().UnixNano())
+	w := exec.Command(bins["worker"], "--task-queue", queue, "--session-root", filepath.Join(dir, "sessions"), "--log-level", "warn")
+	w.Env = procEnv
+	require.NoError(b, w.Start())
 
-		id := "bench-10k-" + fmt.Sprint(time.Now().UnixNano())
-		s := exec.Command(bins["starter"], "batch", "--id", id, "--task-queue", queue,
-			"--concurrency", fmt.Sprint(benchConcurrency), "--out", filepath.Join(dir, "results.jsonl"), tasksFile)
-		s.Env, s.Dir = procEnv, dir
-		var stderr bytes.Buffer
-		s.Stderr = &stderr
-		begin := time.Now()
-		require.NoError(b, s.Start())
-		workerPeak, starterPeak := peakRSS(w.Process.Pid), peakRSS(s.Process.Pid)
-		err := s.Wait()
-		elapsed := time.Since(begin)
-		starterMB := starterPeak()
-		workerMB := workerPeak()
-		_ = w.Process.Signal(syscall.SIGTERM)
-		_ = w.Wait()
-		require.NoError(b, err, "starter: %s", stderr.String())
-
-		b.ReportMetric(float64(runs)/elapsed.Seconds(), "runs/s")
-		b.ReportMetric(workerMB, "worker-peak-rss-MB")
-		b.ReportMetric(starterMB, "starter-peak-rss-MB")
-		mean, largest, n := historyBytes(b, id)
-		b.ReportMetric(mean/1024, "history-KB/run")
-		b.ReportMetric(largest/1024, "history-max-KB/run")
-		b.ReportMetric(float64(n), "workflow-runs")
-	}
-	b.ReportMetric(0, "ns/op")
+	id := "bench-10k-" + fmt.Sprint(time.Now().UnixNano())
+	s := exec.Command(bins["starter"], "batch", "--id", id, "--task-queue", queue,
+		"--concurrency", fmt.Sprint(benchConcurrency), "--out", filepath.Join(dir, "results.jsonl"), tasksFile)
+	s.Env, s.Dir = procEnv, dir
+	var stderr bytes.Buffer
+	s.Stderr = &stderr
+	begin := time.Now()
+	require.NoError(b, s.Start())
+	workerPeak, starterPeak := peakRSS(w.Process.Pid), peakRSS(s.Process.Pid)
+	err := s.Wait()
+	elapsed := time.Since(begin)
+	r := batchRun{runsPerSec: float64(n) / elapsed.Seconds(), starterMB: starterPeak(), workerMB: workerPeak()}
+	_ = w.Process.Signal(syscall.SIGTERM)
+	_ = w.Wait()
+	require.NoError(b, err, "starter: %s", stderr.String())
+	mean, largest, runs := historyBytes(b, id)
+	r.historyKB, r.historyMaxKB, r.workflowRuns = mean/1024, largest/1024, runs
+	return r
 }
 
 // peakRSS samples the RSS of process pid every 100 ms until the returned function is

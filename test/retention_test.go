@@ -76,7 +76,10 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	require.NoError(t, store.Append(ctx, legacy, ev))
 	before := footprint(t, f.store, nil)
 
-	w1 := f.startWorker("--retention", "1m")
+	// The worker creates the queue's cleanup Schedule, which the test triggers itself: an
+	// interval schedule fires on multiples of its interval since the epoch, so the default
+	// hourly one would clean up on its own at the next full hour, in the middle of the test.
+	w1 := f.startWorker("--retention", "1m", "--gc-every", "8760h")
 	long := f.startWorkerOn(queue2, "--gc-every", "0")
 	cwd := t.TempDir()
 
@@ -193,7 +196,7 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	}
 
 	// The next scheduled cleanup, on a new worker, finishes.
-	w1 = f.startWorker("--retention", "1m", "--metrics-addr", "127.0.0.1:0")
+	w1 = f.startWorker("--retention", "1m", "--gc-every", "8760h", "--metrics-addr", "127.0.0.1:0")
 	res := triggerCleanup(t, f.taskQueue)
 	t.Logf("the scheduled cleanup: %+v", res)
 	assert.Equal(t, time.Minute, res.Retention)

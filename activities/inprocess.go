@@ -236,28 +236,11 @@ func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInpu
 		return workflows.Outcome{}, fmt.Errorf("activities: read result of %s: %w", in.ChildID, err)
 	}
 	log.Info("result read", zap.String("stopReason", string(res.StopReason)))
-	out := workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res, Usage: usageSince(events, hd.SeedLength)}
+	out := workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res, Usage: session.UsageSince(events, hd.SeedLength)}
 	if err := a.byReference(ctx, &out); err != nil {
 		return workflows.Outcome{}, err
 	}
 	return out, nil
-}
-
-// usageSince sums the token usage of the assistant messages among events from index seed on:
-// the child's own requests, not those of the history a fork was seeded with.
-func usageSince(events []session.Event, seed int64) session.Usage {
-	var u session.Usage
-	for i := min(max(seed, 0), int64(len(events))); i < int64(len(events)); i++ {
-		if events[i].Type != session.TypeAssistantMessage {
-			continue
-		}
-		var d session.AssistantMessageData
-		if events[i].Decode(&d) == nil && d.Usage != nil {
-			u.InputTokens += d.Usage.InputTokens
-			u.OutputTokens += d.Usage.OutputTokens
-		}
-	}
-	return u
 }
 
 // TypeWorkspaceMissing is the type of the non-retryable error of a drive that landed on a

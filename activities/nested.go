@@ -92,7 +92,7 @@ func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNested
 	if err != nil {
 		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 	}
-	step, answered, err := pendingStep(events)
+	step, answered, err := session.PendingStep(events)
 	if err != nil {
 		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 	}
@@ -128,32 +128,6 @@ func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNested
 		return fmt.Errorf("activities: record nested results of %s: %w", in.ChildID, err)
 	}
 	return nil
-}
-
-// pendingStep returns the last step of a log that ends inside a turn, and the call ids of
-// that step that have a tool result.
-func pendingStep(events []session.Event) (session.StepData, map[string]bool, error) {
-	answered := map[string]bool{}
-	for i := len(events) - 1; i >= 0; i-- {
-		ev := events[i]
-		switch ev.Type {
-		case session.TypeTurnEnd, session.TypeStepEnd:
-			return session.StepData{}, nil, errors.New("the log does not end inside a step")
-		case session.TypeToolResult:
-			var d session.ToolResultData
-			if err := ev.Decode(&d); err != nil {
-				return session.StepData{}, nil, err
-			}
-			answered[d.CallID] = true
-		case session.TypeStepStart:
-			var d session.StepData
-			if err := ev.Decode(&d); err != nil {
-				return session.StepData{}, nil, err
-			}
-			return d, answered, nil
-		}
-	}
-	return session.StepData{}, nil, errors.New("the log has no step")
 }
 
 // nestedResult maps how a nested run ended to the subagent tool's result: its outcome, the

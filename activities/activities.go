@@ -14,6 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/blob"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/sdkproc"
@@ -80,6 +81,7 @@ type Config struct {
 // Activities holds the activity implementations. Register them with Register.
 type Activities struct {
 	store    session.Store
+	blobs    *blob.Store // payloads and batch pages, in store
 	host     *inprocess.Host
 	sdk      *sdkproc.Provider // nil without an SDK command
 	interval time.Duration
@@ -165,6 +167,7 @@ func New(cfg Config) (*Activities, error) {
 		roots:     cfg.WorkspaceRoots,
 		retention: cfg.Retention,
 	}
+	a.blobs = blob.New(cfg.Store, func(ctx context.Context, name string) error { return a.own(ctx, name) })
 	if cfg.SDK.Command != "" {
 		sdkCfg := cfg.SDK
 		sdkCfg.ProviderName = subagent.ProviderSDK

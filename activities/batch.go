@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/blob"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -22,10 +23,6 @@ const TypeBatchPage = "batch-page"
 
 // eventBatchPage is the type of the one event of a stored batch page.
 const eventBatchPage = "batch-page"
-
-// pageCwd is the cwd of a page's session header: pages are data, not agent sessions, but
-// every header needs an absolute cwd.
-const pageCwd = "/"
 
 // registerBatch registers the activities of the Batch workflow.
 func registerBatch(r worker.ActivityRegistry, a *Activities) {
@@ -49,30 +46,14 @@ func pageID(batch string, n int) string {
 }
 
 // SaveBatchPage stores page in.Page of batch in.BatchID in the session store, durably, as
-// one event of a session of its own. Saving a page again keeps the first copy.
+// a blob of its own. Saving a page again keeps the first copy.
 func (a *Activities) SaveBatchPage(ctx context.Context, in workflows.BatchPageInput) error {
-	id := pageID(in.BatchID, in.Page)
-	if err := a.own(ctx, id); err != nil {
+	err := a.blobs.PutValue(ctx, pageID(in.BatchID, in.Page), eventBatchPage, in.Tasks)
+	var owner *ownerError
+	switch {
+	case errors.As(err, &owner):
 		return err
-	}
-	if err := a.store.Create(ctx, session.Header{ID: id, Cwd: pageCwd}); err != nil {
-		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
-	}
-	_, events, err := a.store.Load(ctx, id)
-	if err != nil {
-		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
-	}
-	if len(events) > 0 {
-		return nil
-	}
-	ev, err := session.NewEvent(eventBatchPage, in.Tasks)
-	if err != nil {
-		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
-	}
-	if err := a.store.Append(ctx, id, ev); err != nil && !errors.Is(err, session.ErrSeqConflict) {
-		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
-	}
-	if err := a.store.Sync(ctx, id); err != nil {
+	case err != nil:
 		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}
 	return nil
@@ -81,18 +62,21 @@ func (a *Activities) SaveBatchPage(ctx context.Context, in workflows.BatchPageIn
 // LoadBatchPage returns the tasks of page in.Page of batch in.BatchID. A missing page is a
 // non-retryable error.
 func (a *Activities) LoadBatchPage(ctx context.Context, in workflows.BatchPageInput) ([]workflows.Task, error) {
-	_, events, err := a.store.Load(ctx, pageID(in.BatchID, in.Page))
-	if errors.Is(err, session.ErrNotFound) || (err == nil && len(events) == 0) {
+	var tasks []workflows.Task
+	err := a.blobs.GetValue(ctx, pageID(in.BatchID, in.Page), &tasks)
+	var undecodable *blob.DecodeError
+	switch {
+	case errors.Is(err, blob.ErrEmpty):
+		err = nil // no cause: the page is there, its one event is not
+		fallthrough
+	case errors.Is(err, session.ErrNotFound):
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("activities: page %d of batch %s is not in the session store", in.Page, in.BatchID), TypeBatchPage, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("activities: load page %d of batch %s: %w", in.Page, in.BatchID, err)
-	}
-	var tasks []workflows.Task
-	if err := events[0].Decode(&tasks); err != nil {
+	case errors.As(err, &undecodable):
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("activities: page %d of batch %s: %v", in.Page, in.BatchID, err), TypeBatchPage, nil)
+			fmt.Sprintf("activities: page %d of batch %s: %v", in.Page, in.BatchID, undecodable.Err), TypeBatchPage, nil)
+	case err != nil:
+		return nil, fmt.Errorf("activities: load page %d of batch %s: %w", in.Page, in.BatchID, err)
 	}
 	return tasks, nil
 }
@@ -100,7 +84,7 @@ func (a *Activities) LoadBatchPage(ctx context.Context, in workflows.BatchPageIn
 // RemoveBatchPages removes pages 0 … in.Page-1 of batch in.BatchID.
 func (a *Activities) RemoveBatchPages(ctx context.Context, in workflows.BatchPageInput) error {
 	for n := range in.Page {
-		if err := a.store.Remove(ctx, pageID(in.BatchID, n)); err != nil {
+		if err := a.blobs.Delete(ctx, pageID(in.BatchID, n)); err != nil {
 			return fmt.Errorf("activities: remove page %d of batch %s: %w", n, in.BatchID, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/subflow-dev/subflow/harness/session/blob"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -18,7 +19,7 @@ import (
 func TestBatchPagesRoundTrip(t *testing.T) {
 	store, err := filestore.New(t.TempDir())
 	require.NoError(t, err)
-	a := &Activities{store: store}
+	a := &Activities{store: store, blobs: blob.New(store, nil)}
 	ctx := context.Background()
 	pages := [][]workflows.Task{{{Task: "a"}, {Task: "b", Label: "l"}}, {{Task: "c"}}}
 	for n, tasks := range pages {

@@ -38,11 +38,23 @@ func (a *Activities) own(ctx context.Context, ids ...string) error {
 			continue
 		}
 		if err := r.Own(ctx, id, owner); err != nil {
-			return fmt.Errorf("activities: record the owner of %s: %w", id, err)
+			return &ownerError{id: id, err: err}
 		}
 	}
 	return nil
 }
+
+// ownerError is the error of own: recording an owner of session id failed.
+type ownerError struct {
+	id  string
+	err error
+}
+
+func (e *ownerError) Error() string {
+	return fmt.Sprintf("activities: record the owner of %s: %v", e.id, e.err)
+}
+
+func (e *ownerError) Unwrap() error { return e.err }
 
 // CleanupCutoff returns the retention a cleanup applies (in.OlderThan, else the worker's
 // Config.Retention, else the namespace's) and the cutoff now minus it.

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/blob"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -20,10 +20,6 @@ const payloadChunkEvent = "payload/chunk"
 // typePayloadMissing is the non-retryable error type of a read of a payload the store does
 // not hold (removed, or a reference from another store).
 const typePayloadMissing = "payload-missing"
-
-// payloadCwd is the cwd of a payload session: it names no directory anyone works in, but a
-// header needs an absolute one.
-const payloadCwd = "/"
 
 // byReference moves the result of out into the session store when its encoding exceeds
 // workflows.PayloadThreshold, leaving only the stop reason and a reference in out, so a big
@@ -45,60 +41,32 @@ func (a *Activities) byReference(ctx context.Context, out *workflows.Outcome) er
 	return nil
 }
 
-// storePayload writes data as the payload session id, replacing what a failed earlier
-// attempt may have left, and returns its reference.
+// storePayload writes data as the payload blob id, replacing what a failed earlier attempt
+// may have left, and returns its reference.
 func (a *Activities) storePayload(ctx context.Context, id string, data []byte) (workflows.PayloadRef, error) {
-	fail := func(err error) (workflows.PayloadRef, error) {
+	chunks, err := a.blobs.Put(ctx, id, payloadChunkEvent, data, workflows.PayloadChunk)
+	if err != nil {
 		return workflows.PayloadRef{}, fmt.Errorf("activities: store payload %s: %w", id, err)
 	}
-	if err := a.store.Remove(ctx, id); err != nil {
-		return fail(err)
-	}
-	if err := a.own(ctx, id); err != nil {
-		return fail(err)
-	}
-	if err := a.store.Create(ctx, session.Header{ID: id, Cwd: payloadCwd}); err != nil {
-		return fail(err)
-	}
-	var events []session.Event
-	now := time.Now().UTC()
-	for off := 0; off < len(data); off += workflows.PayloadChunk {
-		e, err := session.NewEvent(payloadChunkEvent, data[off:min(off+workflows.PayloadChunk, len(data))])
-		if err != nil {
-			return fail(err)
-		}
-		e.Seq, e.Time = int64(len(events)), now
-		events = append(events, e)
-	}
-	if err := a.store.Append(ctx, id, events...); err != nil {
-		return fail(err)
-	}
-	if err := a.store.Sync(ctx, id); err != nil {
-		return fail(err)
-	}
-	return workflows.PayloadRef{ID: id, Size: int64(len(data)), Chunks: len(events)}, nil
+	return workflows.PayloadRef{ID: id, Size: int64(len(data)), Chunks: chunks}, nil
 }
 
 // ReadPayload returns chunks [in.From, in.From+in.Count) of a stored payload, concatenated.
 func (a *Activities) ReadPayload(ctx context.Context, in workflows.ReadPayloadInput) ([]byte, error) {
-	_, events, err := a.store.Load(ctx, in.Ref.ID)
+	data, err := a.blobs.Get(ctx, in.Ref.ID, payloadChunkEvent, in.From, in.Count)
+	var outside *blob.RangeError
+	var notChunk *blob.ChunkError
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("activities: read payload %s: not in the session store", in.Ref.ID), typePayloadMissing, nil)
+	case errors.As(err, &outside):
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("activities: read payload %s: chunks %d+%d out of %d",
+			in.Ref.ID, in.From, in.Count, outside.Chunks), typePayloadMissing, nil)
+	case errors.As(err, &notChunk):
+		return nil, fmt.Errorf("activities: read payload %s: event %d is no payload chunk", in.Ref.ID, notChunk.Seq)
 	case err != nil:
 		return nil, fmt.Errorf("activities: read payload %s: %w", in.Ref.ID, err)
-	case in.From < 0 || in.Count < 0 || in.From+in.Count > len(events):
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("activities: read payload %s: chunks %d+%d out of %d",
-			in.Ref.ID, in.From, in.Count, len(events)), typePayloadMissing, nil)
-	}
-	var data []byte
-	for _, e := range events[in.From : in.From+in.Count] {
-		var chunk []byte
-		if e.Type != payloadChunkEvent || json.Unmarshal(e.Data, &chunk) != nil {
-			return nil, fmt.Errorf("activities: read payload %s: event %d is no payload chunk", in.Ref.ID, e.Seq)
-		}
-		data = append(data, chunk...)
 	}
 	return data, nil
 }

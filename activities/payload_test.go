@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/blob"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -20,7 +21,7 @@ import (
 func TestBigResultByReference(t *testing.T) {
 	store, err := filestore.New(t.TempDir())
 	require.NoError(t, err)
-	a := &Activities{store: store}
+	a := &Activities{store: store, blobs: blob.New(store, nil)}
 	ctx := context.Background()
 	text := strings.Repeat("big answer ", workflows.PayloadThreshold/5)
 	out := workflows.Outcome{ChildID: "c1", Result: subagent.Result{

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	"github.com/subflow-dev/subflow/activities/admission"
 	"github.com/subflow-dev/subflow/harness/agent"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
@@ -95,8 +96,8 @@ type Activities struct {
 	// client returns the client nested runs start through; tests replace it, for the same
 	// reason.
 	client func(ctx context.Context) client.Client
-	// admission is the state of the admitted models (admission.go); nil without limits.
-	admission *admissionState
+	// admission admits the model requests of the drives and sdk children; nil without limits.
+	admission *admission.Admitter
 	// roots is Config.WorkspaceRoots.
 	roots []string
 	// retention is Config.Retention.
@@ -123,30 +124,17 @@ func New(cfg Config) (*Activities, error) {
 	if err := checkSubagentTool(nestedProvider, cfg.SubagentMaxDepth); err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
 	}
-	limits := map[string]int{}
-	for provider, n := range cfg.ModelConcurrency {
-		if n < 1 {
-			return nil, fmt.Errorf("activities: new: model concurrency of %s must be at least 1: %d", provider, n)
-		}
-		limits[provider] = n
-	}
-	for provider, n := range cfg.ModelRequestsPerMinute {
-		if n < 1 {
-			return nil, fmt.Errorf("activities: new: model requests per minute of %s must be at least 1: %d", provider, n)
-		}
-		if _, ok := limits[provider]; !ok {
-			limits[provider] = unlimitedConcurrency
-		}
+	admitter, err := admission.New(cfg.ModelConcurrency, cfg.ModelRequestsPerMinute, cfg.AdmissionTaskQueue)
+	if err != nil {
+		return nil, fmt.Errorf("activities: new: %w", err)
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
 	models := cfg.Models
-	var admission *admissionState
-	if len(limits) > 0 {
-		admission = &admissionState{limits: limits, rpm: cfg.ModelRequestsPerMinute, taskQueue: cfg.AdmissionTaskQueue, drives: map[string]*progress{}}
-		models = admittedRegistry(models, admission)
+	if admitter != nil {
+		models = admitter.Models(models)
 	}
 	protected := append([]string(nil), cfg.Protected...)
 	if r, ok := cfg.Store.(interface{ Root() string }); ok {
@@ -163,7 +151,7 @@ func New(cfg Config) (*Activities, error) {
 		store: cfg.Store, host: host, interval: interval, log: log, signal: signalWorkflow,
 		nestedProvider: nestedProvider, nestedMaxDepth: cfg.SubagentMaxDepth,
 		client:    func(ctx context.Context) client.Client { return activity.GetClient(ctx) },
-		admission: admission,
+		admission: admitter,
 		roots:     cfg.WorkspaceRoots,
 		retention: cfg.Retention,
 	}
@@ -178,6 +166,22 @@ func New(cfg Config) (*Activities, error) {
 		}
 	}
 	return a, nil
+}
+
+// TypeAdmissionIDTaken is the error type of a model request whose provider's limiter id is
+// held by a workflow that is not a limiter (admission.TypeIDTaken).
+const TypeAdmissionIDTaken = admission.TypeIDTaken
+
+// ErrAdmissionIDTaken is wrapped by the error of a model request whose provider's limiter id
+// is held by a running workflow of another type (admission.ErrIDTaken).
+var ErrAdmissionIDTaken = admission.ErrIDTaken
+
+// ReleasePermits gives back the idle model-admission permits this worker holds for reuse.
+// Call it once the worker stopped (no drive runs any more), before the process exits.
+func (a *Activities) ReleasePermits() {
+	if a.admission != nil {
+		a.admission.ReleasePermits()
+	}
 }
 
 // Register registers every activity of a under its name in package workflows.

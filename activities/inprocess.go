@@ -108,7 +108,7 @@ func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workfl
 	if a.admission != nil {
 		// The agent makes its model requests in its own context: the admitted models find
 		// this drive's progress by the child's session id.
-		defer a.admission.driveStarted(a.client(ctx), activity.GetInfo(ctx).TaskQueue, in.ChildID, &prog)()
+		defer a.admission.DriveStarted(a.client(ctx), activity.GetInfo(ctx).TaskQueue, in.ChildID, prog.setWait)()
 	}
 	done := make(chan driveOutcome, 1)
 	go func() {

@@ -97,15 +97,13 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	}
 	if a.admission != nil {
 		// The child's model requests wait for the same cluster-wide permits as a drive's.
-		a.admission.mu.Lock()
-		queue := a.admission.taskQueue
-		a.admission.mu.Unlock()
+		queue := a.admission.TaskQueue()
 		if queue == "" {
 			queue = activity.GetInfo(ctx).TaskQueue
 		}
 		if c := a.client(ctx); c != nil {
-			policy.Admit = a.admission.admit(c, queue, func(string) {})
-			policy.AdmitProviders = a.admission.limited()
+			policy.Admit = a.admission.Admit(c, queue, func(string) {})
+			policy.AdmitProviders = a.admission.Limited()
 		}
 	}
 	run, err := a.sdk.StartRun(runCtx, req, policy)

@@ -1,4 +1,4 @@
-package activities
+package admission
 
 import (
 	"context"
@@ -16,17 +16,17 @@ import (
 // answer (no worker polls its queue), and the acquire then checks who holds the id.
 const acceptTimeout = 30 * time.Second
 
-// TypeAdmissionIDTaken is the error type of a model request whose provider's limiter id is
+// TypeIDTaken is the error type of a model request whose provider's limiter id is
 // held by a workflow that is not a limiter.
-const TypeAdmissionIDTaken = "admission-id-taken"
+const TypeIDTaken = "admission-id-taken"
 
-// ErrAdmissionIDTaken is wrapped by the error of an acquire whose limiter id is held by a
+// ErrIDTaken is wrapped by the error of an acquire whose limiter id is held by a
 // running workflow of another type: started by hand (the temporal CLI, a user's own client),
 // since subflow refuses its reserved ids to user runs (workflows.CheckUserWorkflowID). The
 // request fails at once, naming the holder, instead of waiting until the holder ends.
-var ErrAdmissionIDTaken = errors.New("the admission workflow id is taken")
+var ErrIDTaken = errors.New("the admission workflow id is taken")
 
-// squatter returns an error wrapping ErrAdmissionIDTaken when the running workflow id is not
+// squatter returns an error wrapping ErrIDTaken when the running workflow id is not
 // a ModelAdmission, nil otherwise (a limiter, none running, or the check itself failed: the
 // acquire is then tried again as any refused one).
 func (ad *admitter) squatter(ctx context.Context, id string) error {
@@ -39,6 +39,6 @@ func (ad *admitter) squatter(ctx context.Context, id string) error {
 		return nil
 	}
 	return fmt.Errorf("activities: admission: %w: %s is held by a running %s workflow (run %s, task queue %s), not by subflow's %s limiter; ids starting with %q are subflow's own: terminate that workflow to let model requests through",
-		ErrAdmissionIDTaken, id, info.GetType().GetName(), info.GetExecution().GetRunId(), info.GetTaskQueue(),
+		ErrIDTaken, id, info.GetType().GetName(), info.GetExecution().GetRunId(), info.GetTaskQueue(),
 		workflows.AdmissionWorkflowName, workflows.ReservedIDPrefix)
 }

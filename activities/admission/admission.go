@@ -1,4 +1,9 @@
-package activities
+// Package admission admits the model requests of a worker through the ModelAdmission workflow
+// of each limited provider (workflows.ModelAdmission), so a provider's limits hold across every
+// worker and batch of the namespace; a worker keeps the permits its requests gave back for a
+// moment and hands them to its own next requests (permitpool.go). It knows Temporal's client,
+// not the activities: the activities record each drive and wrap their models with it.
+package admission
 
 import (
 	"context"
@@ -29,31 +34,60 @@ type admitter struct {
 	taskQueue string
 	limits    map[string]int
 	rpm       map[string]int
-	limiters  *sync.Map // admissionState.limiters
+	limiters  *sync.Map // Admitter.limiters
 }
 
 // unlimitedConcurrency is the concurrency limit of a provider capped per minute only.
 const unlimitedConcurrency = 1 << 30
 
-// admissionState is what the admitted models share with the activities: the client and
-// task queue of the limiters (known once a drive ran: activities get their client from their
-// context) and the progress of each running drive, by child id, to show waits in.
-type admissionState struct {
+// Admitter is what the admitted models of one worker share with its activities: the limits,
+// the client and task queue of the limiters (known once a drive ran: activities get their
+// client from their context), the wait callback of each running drive, by child id, and the
+// worker's idle permits. Its methods are safe for concurrent use.
+type Admitter struct {
 	limits    map[string]int
 	rpm       map[string]int
 	taskQueue string // "" until a drive ran, unless configured
 	mu        sync.Mutex
 	c         client.Client
-	drives    map[string]*progress
+	drives    map[string]func(note string)
 	// limiters are the limiter ids this worker saw a ModelAdmission answer under: the first
 	// acquire of any other checks who holds the id first (squatter).
 	limiters sync.Map
 	pools    map[string]*permitPool // by provider (permitpool.go)
 }
 
-// driveStarted records the client and queue of a drive and its progress; the returned
-// function forgets the progress.
-func (s *admissionState) driveStarted(c client.Client, taskQueue, childID string, p *progress) (done func()) {
+// New returns the Admitter of the limits: at most concurrency[p] requests of provider p at
+// once, and at most requestsPerMinute[p] granted in any 60 seconds, cluster-wide, through the
+// ModelAdmission workflows on taskQueue ("" means the queue of the first drive recorded). A
+// provider named in neither map is not limited; with no provider named New returns nil, nil.
+// A limit below 1 is an error naming the provider.
+func New(concurrency, requestsPerMinute map[string]int, taskQueue string) (*Admitter, error) {
+	limits := map[string]int{}
+	for provider, n := range concurrency {
+		if n < 1 {
+			return nil, fmt.Errorf("model concurrency of %s must be at least 1: %d", provider, n)
+		}
+		limits[provider] = n
+	}
+	for provider, n := range requestsPerMinute {
+		if n < 1 {
+			return nil, fmt.Errorf("model requests per minute of %s must be at least 1: %d", provider, n)
+		}
+		if _, ok := limits[provider]; !ok {
+			limits[provider] = unlimitedConcurrency
+		}
+	}
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	return &Admitter{limits: limits, rpm: requestsPerMinute, taskQueue: taskQueue, drives: map[string]func(string){}}, nil
+}
+
+// DriveStarted records the client and task queue of a drive (the first recorded serve every
+// admitted model) and the callback that shows the waits of the drive's model requests,
+// found by the child's session id; the returned function forgets the callback.
+func (s *Admitter) DriveStarted(c client.Client, taskQueue, childID string, onWait func(note string)) (done func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c == nil {
@@ -62,7 +96,7 @@ func (s *admissionState) driveStarted(c client.Client, taskQueue, childID string
 	if s.taskQueue == "" {
 		s.taskQueue = taskQueue
 	}
-	s.drives[childID] = p
+	s.drives[childID] = onWait
 	return func() {
 		s.mu.Lock()
 		delete(s.drives, childID)
@@ -70,8 +104,16 @@ func (s *admissionState) driveStarted(c client.Client, taskQueue, childID string
 	}
 }
 
+// TaskQueue returns the task queue of the limiters: the configured one, else the first
+// drive's; "" before either.
+func (s *Admitter) TaskQueue() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taskQueue
+}
+
 // describe states the limits of provider, for the wait shown in a drive's progress.
-func (s *admissionState) describe(provider string) string {
+func (s *Admitter) describe(provider string) string {
 	var parts []string
 	if n := s.limits[provider]; n != unlimitedConcurrency {
 		parts = append(parts, fmt.Sprintf("at most %d requests at once", n))
@@ -87,28 +129,29 @@ func (s *admissionState) describe(provider string) string {
 type admittedModel struct {
 	inner    model.Model
 	provider string
-	state    *admissionState
+	state    *Admitter
 }
 
 func (m *admittedModel) Stream(ctx context.Context, req model.Request, onText func(string)) (model.Response, error) {
 	s := m.state
 	s.mu.Lock()
-	p, c, queue := s.drives[req.SessionID], s.c, s.taskQueue
+	onWait, c, queue := s.drives[req.SessionID], s.c, s.taskQueue
 	s.mu.Unlock()
-	onWait := func(string) {}
-	if p != nil {
-		onWait = p.setWait
+	if onWait == nil {
+		onWait = func(string) {}
 	}
 	adm := model.Admission{OnWait: onWait}
 	if c != nil {
-		adm.Admit = s.admit(c, queue, onWait)
+		adm.Admit = s.Admit(c, queue, onWait)
 	}
 	return m.inner.Stream(model.WithAdmission(ctx, adm), req, onText)
 }
 
-// admit returns the model.Admission Admit of requests admitted through c by the limiters on
-// queue; the wait for a permit is shown through onWait.
-func (s *admissionState) admit(c client.Client, queue string, onWait func(string)) func(ctx context.Context, provider string) (func(), error) {
+// Admit returns the model.Admission Admit of requests admitted through c by the limiters on
+// queue: it waits for a permit of the provider (a reused one of this worker's, else a grant
+// of its ModelAdmission, started if none runs) and returns the function that gives it back.
+// The wait for a grant is shown through onWait, and "" once it ends.
+func (s *Admitter) Admit(c client.Client, queue string, onWait func(string)) func(ctx context.Context, provider string) (func(), error) {
 	ad := &admitter{c: c, taskQueue: queue, limits: s.limits, rpm: s.rpm, limiters: &s.limiters}
 	return func(ctx context.Context, provider string) (func(), error) {
 		pool := s.pool(ad, provider)
@@ -133,7 +176,7 @@ func (s *admissionState) admit(c client.Client, queue string, onWait func(string
 
 // pool returns the worker's pool of idle permits of provider, made on first use with ad to
 // give permits back; nil for a provider capped per minute, whose every request is a grant.
-func (s *admissionState) pool(ad *admitter, provider string) *permitPool {
+func (s *Admitter) pool(ad *admitter, provider string) *permitPool {
 	if s.rpm[provider] > 0 {
 		return nil
 	}
@@ -151,22 +194,22 @@ func (s *admissionState) pool(ad *admitter, provider string) *permitPool {
 	return p
 }
 
-// limited returns the providers under a limit, sorted.
-func (s *admissionState) limited() []string {
+// Limited returns the providers under a limit, sorted.
+func (s *Admitter) Limited() []string {
 	return slices.Sorted(maps.Keys(s.limits))
 }
 
-// admittedRegistry returns models with every provider named in limits wrapped in an
-// admittedModel; the others are the same.
-func admittedRegistry(models *model.Registry, state *admissionState) *model.Registry {
+// Models returns models with the model of every limited provider wrapped so that its
+// requests are admitted (see DriveStarted); the others are the same models.
+func (s *Admitter) Models(models *model.Registry) *model.Registry {
 	out := &model.Registry{}
 	for _, name := range models.Providers() {
 		m, err := models.Lookup(name)
 		if err != nil {
 			continue
 		}
-		if _, limited := state.limits[name]; limited {
-			m = &admittedModel{inner: m, provider: name, state: state}
+		if _, limited := s.limits[name]; limited {
+			m = &admittedModel{inner: m, provider: name, state: s}
 		}
 		out.Register(name, m)
 	}
@@ -245,15 +288,12 @@ func (ad *admitter) release(workflowID, permit string) {
 	_ = ad.c.SignalWorkflow(ctx, workflowID, "", workflows.SignalRelease, permit)
 }
 
-// ReleasePermits gives back the idle model-admission permits this worker holds for reuse.
-// Call it once the worker stopped (no drive runs any more), before the process exits.
-func (a *Activities) ReleasePermits() {
-	if a.admission == nil {
-		return
-	}
-	a.admission.mu.Lock()
-	pools := slices.Collect(maps.Values(a.admission.pools))
-	a.admission.mu.Unlock()
+// ReleasePermits gives back the idle permits this worker holds for reuse. Call it once the
+// worker stopped (no drive runs any more), before the process exits.
+func (s *Admitter) ReleasePermits() {
+	s.mu.Lock()
+	pools := slices.Collect(maps.Values(s.pools))
+	s.mu.Unlock()
 	for _, p := range pools {
 		p.giveBackAll()
 	}

@@ -1,9 +1,21 @@
-// Package activities implements the Temporal activities of StartSubagent (package workflows):
-// CreateRootSession, Publish, Drive and ReadResult over the in-process driver (package
-// inprocess), and RunSDKChild over the SDK subprocess provider (package sdkproc). They are
-// thin adapters: the drivers do the work and know nothing of Temporal; this package adds
-// heartbeats, cancellation, worker-stop handling and the mapping of rejections to
-// non-retryable application errors (workflows.ToApplicationError).
+// Package activities implements the Temporal activities of the workflows of package workflows,
+// as thin adapters over the runtime: each decodes its input, calls the runtime, heartbeats
+// while it runs, and maps what the runtime returned to what the workflow expects, rejections
+// becoming non-retryable application errors (workflows.ToApplicationError). The runtime knows
+// nothing of Temporal:
+//
+//   - CreateRootSession, Publish, Drive and ReadResult drive an in-process child (package
+//     inprocess);
+//   - RunSDKChild runs an sdk child process from spawn to dispose (package sdkproc);
+//   - RecordNested writes the results of a drive's nested runs into its child's session;
+//   - StorePayload and ReadPayload keep what is too big for a workflow's history, and
+//     SaveBatchPage, LoadBatchPage and RemoveBatchPages a batch's pages, as blobs in the
+//     session store (package harness/session/blob);
+//   - AwaitChild waits for a batch child started by an earlier run of its batch;
+//   - CleanupCutoff and CleanupPage remove what runs Temporal no longer keeps stored.
+//
+// The model requests of in-process drives and sdk children go through the cluster-wide
+// admission of package activities/admission when the worker limits a provider.
 //
 // # Cancellation and worker stop
 //
@@ -18,10 +30,12 @@
 //
 // # Nested delegation
 //
-// Every in-process child gets the `subagent` tool (package subagent, contract R-8, R-9; see
-// Config.SubagentProvider and Config.SubagentMaxDepth). The drive runs no nested run itself:
-// a call is deferred (subagenttool.ErrDeferred), the drive returns the deferred calls to the
-// workflow, which starts each as a child workflow, and RecordNested writes their results back
-// into the calling child's session as the tool results before the drive resumes the turn
-// (docs/nested.md).
+// Every in-process child gets the `subagent` tool (package subagent/tool; see
+// Config.SubagentProvider and Config.SubagentMaxDepth). No activity runs a nested run itself:
+// Drive defers each call (subagenttool.ErrDeferred) and returns the deferred calls to the
+// workflow, which starts each as a StartSubagent child workflow; once they closed,
+// RecordNested reads their results from their workflows and stores them as the calls' tool
+// results, and the next Drive resumes the turn (docs/nested.md). An sdk child's calls reach
+// RunSDKChild, which asks its own workflow to start each as a child workflow (the sdk-delegate
+// update) and answers the call with the run's result.
 package activities

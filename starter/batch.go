@@ -50,7 +50,7 @@ func (f *batchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.out, "out", "", "results `FILE` (JSONL), written here by the starter when the batch ends (default: FILE with .results.jsonl)")
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` of the batch, also its SubagentBatch (default batch-<uuid>)")
-	fs.BoolVar(&f.detach, "detach", false, "return once every task is handed to the batch; follow it with `starter batch status ID`")
+	fs.BoolVar(&f.detach, "detach", false, "return once every task is handed to the batch; follow it with starter batch status ID")
 }
 
 // batchPlan is a batch ready to start: its input with the inline tasks, the tasks that go

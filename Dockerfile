@@ -9,8 +9,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# .ci/compose-check.sh runs this line on a copy of the build context.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/subflow-worker ./worker
+# .ci/compose-check.sh runs this line on a copy of the build context. GOWORK=off: the worker is
+# built from the root module alone (the context leaves out the workspace's other modules).
+RUN CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags="-s -w" -o /out/subflow-worker ./worker
 
 FROM debian:${DEBIAN_VERSION}
 RUN apt-get update \

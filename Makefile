@@ -1,6 +1,11 @@
 # Race-checked packages: everything with goroutines of its own and no embedded server
 # (the race build of the Temporal server would take longer than the tests themselves).
-RACE_PKGS = ./subagent/... ./harness/... ./sdkproc/... ./inprocess/...
+RACE_PKGS = ./subagent/... ./harness/... ./internal/subagent/... ./internal/harness/... ./internal/sdkproc/... ./internal/inprocess/...
+# PKGS is every package of the workspace (go.work): the library module at the root, and the
+# modules that carry the embedded Temporal server's requirements so that a user's module importing
+# the library never does: devserver, starter, test, bench, docs, examples. `./...` alone stops at
+# a nested module's folder.
+PKGS = ./... ./devserver/... ./starter/... ./test/... ./bench/... ./docs/... ./examples/...
 FUZZTIME ?= 10s
 # WORKFLOWCHECK is Temporal's static determinism checker, a module of its own (it adds nothing to
 # ours); `make check` runs it over every package that declares workflows.
@@ -22,7 +27,7 @@ POSTGRES_ENV = if [ -z "$$SUBFLOW_TEST_POSTGRES" ]; then \
 # test is the README's test command: every test (the Postgres ones too, see POSTGRES_ENV),
 # the runtime packages again under -race, and a short run of each fuzz target.
 test:
-	@$(POSTGRES_ENV); set -x; go test -count=1 ./... && go test -count=1 -race $(RACE_PKGS)
+	@$(POSTGRES_ENV); set -x; go test -count=1 $(PKGS) && go test -count=1 -race $(RACE_PKGS)
 	$(MAKE) fuzz
 
 # check is what CI runs before the tests: formatting, vet on Linux and macOS (the Linux-only
@@ -34,8 +39,8 @@ test:
 # pipeline runs it.
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
-	go vet ./...
-	GOOS=darwin go vet ./...
+	go vet $(PKGS)
+	GOOS=darwin go vet $(PKGS)
 	go test -count=1 -run 'TestWorkflowsStayPure|TestPackageGraph|TestSearchAttributes|TestContractCitations' ./workflows ./docs/...
 	go run $(WORKFLOWCHECK) -config workflowcheck.config.yaml -show-pos ./workflows/... ./examples/...
 	go run ./worker replay --dir workflows/testdata
@@ -50,4 +55,4 @@ fuzz:
 	done
 
 bench:
-	go test -run '^$$' -bench . -benchmem ./...
+	go test -run '^$$' -bench . -benchmem $(PKGS)

@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

@@ -13,9 +13,9 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 
-	subflow "github.com/subflow-dev/subflow/client"
-	"github.com/subflow-dev/subflow/telemetry"
-	"github.com/subflow-dev/subflow/telemetry/temporalotel"
+	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/internal/telemetry"
+	"github.com/subflow-dev/subflow/internal/telemetry/temporalotel"
 )
 
 // dial connects to the Temporal server named by the standard client environment

@@ -20,9 +20,9 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/devserver"
-	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/internal/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

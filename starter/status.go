@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

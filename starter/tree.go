@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

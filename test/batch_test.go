@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	subflow "github.com/subflow-dev/subflow/client"
-	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/internal/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

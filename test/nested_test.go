@@ -13,12 +13,12 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/subflow-dev/subflow/activities"
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
+	"github.com/subflow-dev/subflow/internal/activities"
+	subagenttool "github.com/subflow-dev/subflow/internal/subagent/tool"
 	"github.com/subflow-dev/subflow/subagent"
-	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	subflow "github.com/subflow-dev/subflow/client"
-	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/internal/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

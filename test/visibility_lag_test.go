@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 
-	subflow "github.com/subflow-dev/subflow/client"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

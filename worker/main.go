@@ -41,9 +41,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
-	subflow "github.com/subflow-dev/subflow/client"
-	"github.com/subflow-dev/subflow/telemetry"
-	"github.com/subflow-dev/subflow/telemetry/temporalotel"
+	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/internal/telemetry"
+	"github.com/subflow-dev/subflow/internal/telemetry/temporalotel"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )

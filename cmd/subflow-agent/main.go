@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/subflow-dev/subflow/sdkproc/server"
+	"github.com/subflow-dev/subflow/internal/sdkproc/server"
 )
 
 func main() { os.Exit(server.Main()) }

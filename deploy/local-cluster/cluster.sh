@@ -95,7 +95,8 @@ needs() {
 build() {
 	mkdir -p "$bin"
 	log "building the Temporal server, SQL tool and Web UI server (deploy/local-cluster/go.mod)"
-	(cd "$here" &&
+	# GOWORK=off: this folder is a module of its own, outside the repository's go.work.
+	(cd "$here" && export GOWORK=off &&
 		go build -o "$bin/temporal-server" go.temporal.io/server/cmd/server &&
 		go build -o "$bin/temporal-sql-tool" go.temporal.io/server/cmd/tools/sql &&
 		go build -o "$bin/temporal-ui-server" github.com/temporalio/ui-server/v2/cmd/server &&
@@ -220,7 +221,7 @@ start_one() {
 		# The UI image's own config template (config/docker.yaml of ui-server), bound to loopback.
 		local ui=$dir/ui/config
 		mkdir -p "$ui"
-		sed 's/\r$//' "$(cd "$here" && go list -m -f '{{.Dir}}' github.com/temporalio/ui-server/v2)/config/docker.yaml" >"$ui/docker.yaml"
+		sed 's/\r$//' "$(cd "$here" && GOWORK=off go list -m -f '{{.Dir}}' github.com/temporalio/ui-server/v2)/config/docker.yaml" >"$ui/docker.yaml"
 		printf '\nhost: 127.0.0.1\n' >>"$ui/docker.yaml"
 		log "starting the Web UI on http://127.0.0.1:$TEMPORAL_UI_PORT"
 		launch ui env TEMPORAL_ADDRESS="$address" TEMPORAL_DEFAULT_NAMESPACE=default \
@@ -324,7 +325,7 @@ up() {
 	if [ ! -f "$dir/.schema-done" ] || ! running frontend; then
 		log "setting up the temporal and temporal_visibility schemas (deploy/temporal/setup-postgres.sh)"
 		PATH=$bin:$PATH POSTGRES_SEEDS=127.0.0.1 DB_PORT=$pg_port SQL_PASSWORD=$POSTGRES_PASSWORD \
-			TEMPORAL_SCHEMA_DIR="$(cd "$here" && go list -m -f '{{.Dir}}' go.temporal.io/server)/schema/postgresql/v12" \
+			TEMPORAL_SCHEMA_DIR="$(cd "$here" && GOWORK=off go list -m -f '{{.Dir}}' go.temporal.io/server)/schema/postgresql/v12" \
 			sh "$repo/deploy/temporal/setup-postgres.sh" >"$logs/setup-postgres.log" 2>&1 ||
 			die_log setup-postgres "schema setup failed: see $logs/setup-postgres.log"
 		touch "$dir/.schema-done"

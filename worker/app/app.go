@@ -28,16 +28,16 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
-	"github.com/subflow-dev/subflow/activities"
-	subflow "github.com/subflow-dev/subflow/client"
-	"github.com/subflow-dev/subflow/harness/agent"
-	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
-	"github.com/subflow-dev/subflow/harness/tools"
-	"github.com/subflow-dev/subflow/sdkproc"
-	"github.com/subflow-dev/subflow/sdkproc/server"
+	"github.com/subflow-dev/subflow/internal/activities"
+	"github.com/subflow-dev/subflow/internal/harness/agent"
+	"github.com/subflow-dev/subflow/internal/harness/model"
+	"github.com/subflow-dev/subflow/internal/harness/tools"
+	"github.com/subflow-dev/subflow/internal/sdkproc"
+	"github.com/subflow-dev/subflow/internal/sdkproc/server"
+	"github.com/subflow-dev/subflow/internal/telemetry"
 	"github.com/subflow-dev/subflow/subagent"
-	"github.com/subflow-dev/subflow/telemetry"
 )
 
 // ChildRuntimeArg is the subcommand that turns a subflow binary into the sdk child runtime.

@@ -1,0 +1,453 @@
+package subflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// batchResultFetchers is how many results StreamBatchResults reads ahead.
+const batchResultFetchers = 16
+
+// BatchSummaryOf is a batch's summary: its result when it ended, else its progress.
+func BatchSummaryOf(ctx context.Context, c tclient.Client, id string) (workflows.BatchSummary, error) {
+	var sum workflows.BatchSummary
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return sum, err
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
+		if err != nil {
+			return sum, err
+		}
+		return sum, v.Get(&sum)
+	}
+	err = c.GetWorkflow(ctx, id, "").Get(ctx, &sum)
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) {
+		err = canceled.Details(&sum)
+	}
+	return sum, err
+}
+
+// listedChild is a child of a batch as visibility lists it, or as its derived workflow id
+// describes it.
+type listedChild struct {
+	index     int
+	execution *commonpb.WorkflowExecution
+	start     int64 // ms
+	close     int64 // ms; 0 while running
+	taskQueue string
+}
+
+// childOf reads a batch child from its execution info: its task number is in its memo. ok is
+// false for a run no batch started.
+func childOf(info *workflowpb.WorkflowExecutionInfo) (ch listedChild, ok bool) {
+	p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &ch.index) != nil {
+		return ch, false
+	}
+	ch.execution, ch.taskQueue = info.GetExecution(), info.GetTaskQueue()
+	ch.start = info.GetStartTime().AsTime().UnixMilli()
+	if info.GetCloseTime() != nil && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		ch.close = info.GetCloseTime().AsTime().UnixMilli()
+	}
+	return ch, true
+}
+
+// batchChildren lists the StartSubagent runs of batch id (visibility: SubagentBatch = id),
+// with their task numbers from the memo.
+func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedChild, error) {
+	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
+	var children []listedChild
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("list runs of batch %s: %w", id, err)
+		}
+		for _, info := range resp.GetExecutions() {
+			if ch, ok := childOf(info); ok {
+				children = append(children, ch)
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	return children, nil
+}
+
+// describeChild finds the child of task n of batch id by its derived workflow id
+// (workflows.BatchChildWorkflowID), without visibility. ok is false when no such run exists:
+// the task never started, or it runs under a workflow id of its own.
+func describeChild(ctx context.Context, c tclient.Client, id string, n int) (ch listedChild, ok bool, err error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.BatchChildWorkflowID(id, n), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return ch, false, nil
+	}
+	if err != nil {
+		return ch, false, fmt.Errorf("describe task %d of batch %s: %w", n, id, err)
+	}
+	ch, ok = childOf(desc.GetWorkflowExecutionInfo())
+	return ch, ok && ch.index == n, nil
+}
+
+// BatchResultsOptions tunes BatchResults. The zero value reads what is there at once.
+type BatchResultsOptions struct {
+	// Wait is how long to wait for finished tasks whose runs neither visibility lists yet
+	// nor their derived workflow id finds (tasks with ids of their own, on an eventually
+	// consistent visibility store).
+	Wait time.Duration
+	// Missing, when set, is called each time the missing tasks change while waiting.
+	Missing func(MissingResults)
+}
+
+// MissingResults says which finished tasks of a batch have no result yet. Tasks lists their
+// numbers when the batch ended with every task done; otherwise which tasks finished is not
+// known task by task, and Count alone says how many results are short.
+type MissingResults struct {
+	BatchID string
+	Count   int
+	Tasks   []int
+}
+
+// Error implements error: BatchResults returns a *MissingResults when its Wait ran out.
+func (m *MissingResults) Error() string {
+	if len(m.Tasks) == 0 {
+		return fmt.Sprintf("batch %s: %d finished tasks have no result yet: visibility does not list their runs", m.BatchID, m.Count)
+	}
+	shown := m.Tasks
+	more := ""
+	if len(shown) > 20 {
+		shown, more = shown[:20], fmt.Sprintf(" and %d more", len(m.Tasks)-20)
+	}
+	nums := make([]string, len(shown))
+	for i, n := range shown {
+		nums[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("batch %s: %d finished tasks have no result yet (tasks %s%s): visibility does not list their runs",
+		m.BatchID, m.Count, strings.Join(nums, ", "), more)
+}
+
+// BatchResults reads the result of every finished task of batch id, each once, ordered by
+// task number; StreamBatchResults says how. It holds every result in memory: a large batch
+// is better read with StreamBatchResults.
+func BatchResults(ctx context.Context, c tclient.Client, id string, opts BatchResultsOptions) ([]workflows.BatchResult, error) {
+	var results []workflows.BatchResult
+	err := StreamBatchResults(ctx, c, id, opts, func(r workflows.BatchResult) error {
+		results = append(results, r)
+		return nil
+	})
+	return results, err
+}
+
+// StreamBatchResults passes the result of every finished task of batch id to emit, each
+// once, in task order: one per child run that closed, plus the tasks that could not start
+// (from the batch's summary). The batch's own count of finished tasks is the source of truth,
+// not visibility, which may lag (Elasticsearch, Temporal Cloud): a finished task that the
+// list misses is found by its derived workflow id, and when some are still missing it waits
+// up to opts.Wait, then emits the results it has and returns a *MissingResults error. A
+// result stored by reference is read back in full (ResolveOutcome). Results are read
+// batchResultFetchers at once, ahead of emit, and none is kept after emit returns, so
+// memory does not grow with the batch. An error from emit stops the reading and is returned.
+func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts BatchResultsOptions, emit func(workflows.BatchResult) error) error {
+	sum, err := BatchSummaryOf(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	found := map[int]listedChild{}
+	skip := map[int]bool{} // tasks that could not start, or whose derived id finds nothing
+	for _, r := range sum.StartErrors {
+		skip[r.Index] = true
+	}
+	deadline := time.Now().Add(opts.Wait)
+	var short, told *MissingResults
+	for {
+		children, err := batchChildren(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		for _, ch := range children {
+			if _, seen := found[ch.index]; !seen && ch.close != 0 {
+				found[ch.index] = ch
+			}
+		}
+		missing := sum.Done - len(sum.StartErrors) - len(found)
+		// Finished tasks that visibility does not list yet: their runs are found by id.
+		for n := 0; n < sum.Total && missing > 0; n++ {
+			if _, seen := found[n]; seen || skip[n] {
+				continue
+			}
+			ch, ok, err := describeChild(ctx, c, id, n)
+			if err != nil {
+				return err
+			}
+			switch {
+			case ok && ch.close != 0:
+				found[n] = ch
+				missing--
+			case !ok:
+				skip[n] = true
+			}
+		}
+		if missing <= 0 {
+			break
+		}
+		m := &MissingResults{BatchID: id, Count: missing}
+		if sum.Done == sum.Total {
+			for n := range sum.Total {
+				if _, seen := found[n]; !seen && !slices.ContainsFunc(sum.StartErrors, func(r workflows.BatchResult) bool { return r.Index == n }) {
+					m.Tasks = append(m.Tasks, n)
+				}
+			}
+		}
+		if !time.Now().Before(deadline) {
+			short = m
+			break
+		}
+		if opts.Missing != nil && (told == nil || told.Count != m.Count) {
+			opts.Missing(*m)
+			told = m
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	if err := emitResults(ctx, c, found, sum.StartErrors, emit); err != nil {
+		return err
+	}
+	if short != nil {
+		return short
+	}
+	return nil
+}
+
+// emitResults reads the results of the closed children in task order, batchResultFetchers
+// ahead of the one emitted, and passes them to emit interleaved with the tasks that could not
+// start (startErrors), all in task order.
+func emitResults(ctx context.Context, c tclient.Client, children map[int]listedChild, startErrors []workflows.BatchResult,
+	emit func(workflows.BatchResult) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type fetch struct {
+		r    workflows.BatchResult
+		err  error
+		done chan struct{}
+	}
+	// The channel's capacity is the read-ahead: a fetch starts when it is queued.
+	queue := make(chan *fetch, batchResultFetchers)
+	go func() {
+		defer close(queue)
+		for _, n := range slices.Sorted(maps.Keys(children)) {
+			f := &fetch{done: make(chan struct{})}
+			select {
+			case queue <- f:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				defer close(f.done)
+				f.r, f.err = childResult(ctx, c, children[n])
+			}()
+		}
+	}()
+	failed := slices.SortedFunc(slices.Values(startErrors), func(a, b workflows.BatchResult) int { return a.Index - b.Index })
+	for f := range queue {
+		<-f.done
+		if f.err != nil {
+			return f.err
+		}
+		for len(failed) > 0 && failed[0].Index < f.r.Index {
+			if err := emit(failed[0]); err != nil {
+				return err
+			}
+			failed = failed[1:]
+		}
+		if err := emit(f.r); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, r := range failed {
+		if err := emit(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// childResult reads the result of a closed batch child.
+func childResult(ctx context.Context, c tclient.Client, ch listedChild) (workflows.BatchResult, error) {
+	var out workflows.Outcome
+	err := c.GetWorkflow(ctx, ch.execution.GetWorkflowId(), ch.execution.GetRunId()).Get(ctx, &out)
+	if ctx.Err() != nil {
+		return workflows.BatchResult{}, ctx.Err()
+	}
+	res := workflows.ChildOutcome(out, err)
+	if res.Error == "" {
+		// A result over one payload (a cancelled child's partial answer too) is stored by
+		// reference: read it back through the child's own task queue, whose workers reach
+		// the store it was written to.
+		if err := ResolveOutcome(ctx, c, ch.taskQueue, &res.Outcome); err != nil {
+			return workflows.BatchResult{}, fmt.Errorf("client: result of task %d of %s: %w", ch.index, ch.execution.GetWorkflowId(), err)
+		}
+	}
+	r := workflows.BatchResult{
+		Index:      ch.index,
+		WorkflowID: ch.execution.GetWorkflowId(),
+		ChildID:    res.Outcome.ChildID,
+		Error:      res.Error,
+		DurationMs: max(ch.close-ch.start, 0),
+	}
+	if r.Error == "" {
+		r.Depth = res.Outcome.Depth
+		r.StopReason = res.Outcome.Result.StopReason
+		r.Output = session.JoinText(res.Outcome.Result.Output)
+		r.Structured = res.Outcome.Result.Structured
+		r.InputTokens, r.OutputTokens = res.Outcome.Usage.InputTokens, res.Outcome.Usage.OutputTokens
+	}
+	in, err := StartInputOf(ctx, c, ch.execution.GetWorkflowId(), ch.execution.GetRunId())
+	if err != nil {
+		return r, err
+	}
+	r.Label = in.Request.Label
+	return r, nil
+}
+
+// StartInputOf reads a run's StartInput from the first event of its history.
+func StartInputOf(ctx context.Context, c tclient.Client, workflowID, runID string) (workflows.StartInput, error) {
+	var in workflows.StartInput
+	ex := &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID}
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, fmt.Errorf("history of %s: empty", ex.GetWorkflowId())
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return in, fmt.Errorf("history of %s: %w", ex.GetWorkflowId(), err)
+	}
+	payloads := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	if len(payloads) == 0 {
+		return in, fmt.Errorf("history of %s: no input", ex.GetWorkflowId())
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(payloads[0], &in); err != nil {
+		return in, fmt.Errorf("input of %s: %w", ex.GetWorkflowId(), err)
+	}
+	return in, nil
+}
+
+// The first tasks of a batch travel inline in its input up to these bounds (SplitInline);
+// the others go in pages by workflows.UpdateAddTasks, each under pageMaxBytes (SendTaskPages).
+const (
+	InlineMaxTasks = 500
+	inlineMaxBytes = 512 << 10
+	pageMaxBytes   = 1 << 20
+)
+
+// SplitInline returns the tasks that travel inline in a BatchInput (up to InlineMaxTasks
+// and 512 KiB) and the rest, for SendTaskPages.
+func SplitInline(tasks []workflows.Task) (inline, paged []workflows.Task) {
+	n, size := 0, 0
+	for n < len(tasks) && n < InlineMaxTasks {
+		b, err := json.Marshal(tasks[n])
+		if err != nil || size+len(b) > inlineMaxBytes {
+			break
+		}
+		size += len(b)
+		n++
+	}
+	return tasks[:n], tasks[n:]
+}
+
+// SendTaskPages hands tasks, numbered from first, to the batch in pages by Update. A page that
+// fails is sent again (the batch acknowledges a page it already holds), a few times.
+func SendTaskPages(ctx context.Context, c tclient.Client, batchID string, first int, tasks []workflows.Task) error {
+	for page := 0; len(tasks) > 0; page++ {
+		n, size := 0, 0
+		for n < len(tasks) && n < workflows.MaxPageTasks {
+			b, err := json.Marshal(tasks[n])
+			if err != nil {
+				return fmt.Errorf("encode task %d: %w", first+n, err)
+			}
+			if n > 0 && size+len(b) > pageMaxBytes {
+				break
+			}
+			size += len(b)
+			n++
+		}
+		arg := workflows.TaskPage{Page: page, First: first, Tasks: tasks[:n]}
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if err = UpdateBatch(ctx, c, batchID, workflows.UpdateAddTasks, nil, arg); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("hand tasks %d…%d to batch %s: %w", first, first+n-1, batchID, err)
+		}
+		first += n
+		tasks = tasks[n:]
+	}
+	return nil
+}
+
+// UpdateBatch sends update name to the batch and waits for its answer, decoded into sum
+// when not nil.
+func UpdateBatch(ctx context.Context, c tclient.Client, batchID, name string, sum *workflows.BatchSummary, args ...any) error {
+	h, err := c.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
+		WorkflowID:   batchID,
+		UpdateName:   name,
+		Args:         args,
+		WaitForStage: tclient.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return updateError(batchID, name, err)
+	}
+	var s workflows.BatchSummary
+	if err := h.Get(ctx, &s); err != nil {
+		return updateError(batchID, name, err)
+	}
+	if sum != nil {
+		*sum = s
+	}
+	return nil
+}
+
+// updateError names the side to upgrade when the batch's worker refused update name as
+// unknown: the starter is newer than the workers (docs/compatibility.md, "Mixed releases").
+func updateError(batchID, name string, err error) error {
+	if strings.Contains(err.Error(), "unknown update "+name+".") {
+		return fmt.Errorf("client: update %q of batch %s is unknown to the worker running it: the starter is newer than the workers; upgrade the workers: %w",
+			name, batchID, err)
+	}
+	return err
+}

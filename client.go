@@ -1,0 +1,143 @@
+// Package subflow starts and inspects subagent runs from outside a worker: the starter CLI,
+// tests and users' programs call it with a Temporal client. It holds no workflow code.
+package subflow
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// StartOptions are the inputs of Start.
+type StartOptions struct {
+	// WorkflowID defaults to workflows.WorkflowID(Input.ChildID).
+	WorkflowID string
+	// TaskQueue defaults to workflows.TaskQueue.
+	TaskQueue string
+	// Input is the workflow input. When Input.ChildID is empty, Start generates it, so the
+	// default workflow id and the child id share one UUID.
+	Input workflows.StartInput
+}
+
+// StartWorkflowOptions returns the options workflows.StartSubagent is started with: the workflow id,
+// the task queue (workflows.TaskQueue when empty), a failing id-conflict policy, the UI summary and
+// details (workflows.Summary, workflows.Details) and the search attributes known at start.
+func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput) tclient.StartWorkflowOptions {
+	if taskQueue == "" {
+		taskQueue = workflows.TaskQueue
+	}
+	return tclient.StartWorkflowOptions{
+		ID:                       workflowID,
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		StaticSummary:            workflows.Summary(in),
+		StaticDetails:            workflows.Details(in),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.StartAttributes(in)...),
+	}
+}
+
+// Start starts workflows.StartSubagent with Update-with-Start and returns as soon as the child is
+// published (contract R-71), with the workflow run to wait on for the Outcome.
+//
+// The run starts on the task queue RouteWorkspace picks for its cwd (opts.TaskQueue unless a
+// worker serves the cwd's root host-locally), so all its workflow tasks and activities run
+// where its cwd exists; a cwd no worker serves is rejected before anything starts.
+//
+// A workflow id in subflow's own namespace (workflows.ReservedIDPrefix) or over the server's
+// length limit is refused before anything starts. A request rejected before publication returns a *subagent.ValidationError whose Error()
+// is exactly the contract's message and whose Rule names the rule. A run cancelled before
+// publication returns an error wrapping a *temporal.CanceledError. Other failures are
+// wrapped with the workflow id.
+func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.Published, tclient.WorkflowRun, error) {
+	in := opts.Input
+	if in.ChildID == "" {
+		in.ChildID = uuid.NewString()
+	}
+	id := opts.WorkflowID
+	if id == "" {
+		id = workflows.WorkflowID(in.ChildID)
+	} else if err := workflows.CheckUserWorkflowID(id); err != nil {
+		return workflows.Published{}, nil, err
+	}
+	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), runCwd(in))
+	if err != nil {
+		return workflows.Published{}, nil, err
+	}
+	op := c.NewWithStartWorkflowOperation(StartWorkflowOptions(id, queue, in), workflows.StartSubagent, in)
+	handle, err := c.UpdateWithStartWorkflow(ctx, tclient.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: tclient.UpdateWorkflowOptions{
+			UpdateName:   workflows.UpdatePublished,
+			WaitForStage: tclient.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return workflows.Published{}, nil, startError(id, err)
+	}
+	var pub workflows.Published
+	if err := handle.Get(ctx, &pub); err != nil {
+		return workflows.Published{}, nil, startError(id, err)
+	}
+	run, err := op.Get(ctx)
+	if err != nil {
+		return workflows.Published{}, nil, fmt.Errorf("client: start %s: %w", id, err)
+	}
+	return pub, run, nil
+}
+
+// runCwd is the directory the run works in: its root session's, else its parent's.
+func runCwd(in workflows.StartInput) string {
+	if in.Root != nil && in.Root.Cwd != "" {
+		return in.Root.Cwd
+	}
+	return in.Request.Parent.Cwd
+}
+
+func startError(workflowID string, err error) error {
+	if ve := workflows.Rejection(err); ve != nil {
+		return ve
+	}
+	return fmt.Errorf("client: start %s: %w", workflowID, err)
+}
+
+// Describe returns the status of a run: the workflow's status query, with workflows.Progress filled
+// from the heartbeat details of its pending Drive or RunSDKChild activity, when there is
+// one. Heartbeat details are decoded with the default data converter. runID may be empty
+// (the latest run).
+func Describe(ctx context.Context, c tclient.Client, workflowID, runID string) (workflows.Status, error) {
+	var st workflows.Status
+	val, err := c.QueryWorkflow(ctx, workflowID, runID, workflows.QueryStatus)
+	if err != nil {
+		return workflows.Status{}, fmt.Errorf("client: query status of %s: %w", workflowID, err)
+	}
+	if err := val.Get(&st); err != nil {
+		return workflows.Status{}, fmt.Errorf("client: decode status of %s: %w", workflowID, err)
+	}
+	if st.Phase != workflows.PhasePublishing && st.Phase != workflows.PhaseDriving {
+		return st, nil
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+	if err != nil {
+		return workflows.Status{}, fmt.Errorf("client: describe %s: %w", workflowID, err)
+	}
+	for _, pa := range desc.GetPendingActivities() {
+		name := pa.GetActivityType().GetName()
+		if (name != workflows.ActivityDrive && name != workflows.ActivityRunSDKChild) || pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p workflows.Progress
+		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p); err != nil {
+			return workflows.Status{}, fmt.Errorf("client: decode progress of %s: %w", workflowID, err)
+		}
+		st.Progress = &p
+	}
+	return st, nil
+}

@@ -206,6 +206,14 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.TimerProcessorUpdateAckInterval.Key():      time.Second,
 		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key(): time.Second,
 
+		// A timer task (an activity retry, a timeout, a workflow timer) whose fire time is less
+		// than this ahead of the timer queue's last read is moved to that read + this shift
+		// (default 1 s), so it is never written behind the reader's cursor. A killed worker's
+		// drive times out on the heartbeat timer, which makes the queue read; the retry's 200 ms
+		// backoff was then pushed to 1 s after the timeout. With one shard and one host there is
+		// no clock skew between writer and reader to cover; 100 ms keeps a margin for the write.
+		dynamicconfig.TimerProcessorMaxTimeShift.Key(): 100 * time.Millisecond,
+
 		// One partition per task queue: with the default four, a task written to a partition
 		// no poller waits on is forwarded to the root partition, one more matching hop.
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,

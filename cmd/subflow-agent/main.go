@@ -1,5 +1,5 @@
 // Command subflow-agent is the child runtime of the SDK subprocess provider: an agent runtime
-// serving JSON-RPC 2.0 on stdin/stdout (see package sdkproc/server).
+// serving JSON-RPC 2.0 on stdin/stdout (see package internal/sdkproc/server).
 //
 //	subflow-agent [--config PRESETS.json] [--session-root DIR]
 package main

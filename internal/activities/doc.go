@@ -15,7 +15,7 @@
 //   - CleanupCutoff and CleanupPage remove what runs Temporal no longer keeps stored.
 //
 // The model requests of in-process drives and sdk children go through the cluster-wide
-// admission of package activities/admission when the worker limits a provider.
+// admission of package internal/activities/admission when the worker limits a provider.
 //
 // # Cancellation and worker stop
 //

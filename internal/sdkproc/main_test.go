@@ -67,11 +67,11 @@ func runTests(m *testing.M) int {
 	badchildBin = filepath.Join(dir, "badchild")
 	agentBin = filepath.Join(dir, "subflow-agent")
 	for _, b := range []struct{ out, pkg string }{
-		{badchildBin, "./sdkproc/testdata/badchild"},
+		{badchildBin, "./internal/sdkproc/testdata/badchild"},
 		{agentBin, "./cmd/subflow-agent"},
 	} {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = ".."
+		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
 			return 1

@@ -31,7 +31,7 @@ func TestReplayEmitsNoSpans(t *testing.T) {
 
 	var files []string
 	for _, pattern := range []string{"spawn-*.json", "sdk-*.json", "fork-*.json"} {
-		found, err := filepath.Glob(filepath.Join("..", "..", "workflows", "testdata", pattern))
+		found, err := filepath.Glob(filepath.Join("..", "..", "..", "workflows", "testdata", pattern))
 		require.NoError(t, err)
 		files = append(files, found...)
 	}

@@ -197,8 +197,12 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityStorePayload:      a.StorePayload,
 		workflows.ActivityCleanupCutoff:     a.CleanupCutoff,
 		workflows.ActivityCleanupPage:       a.CleanupPage,
+		// The Batch workflow's.
+		workflows.ActivitySaveBatchPage:    a.SaveBatchPage,
+		workflows.ActivityLoadBatchPage:    a.LoadBatchPage,
+		workflows.ActivityRemoveBatchPages: a.RemoveBatchPages,
+		workflows.ActivityAwaitChild:       a.AwaitChild,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-	registerBatch(r, a)
 }

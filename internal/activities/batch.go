@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/blob"
@@ -23,18 +22,6 @@ const TypeBatchPage = "batch-page"
 
 // eventBatchPage is the type of the one event of a stored batch page.
 const eventBatchPage = "batch-page"
-
-// registerBatch registers the activities of the Batch workflow.
-func registerBatch(r worker.ActivityRegistry, a *Activities) {
-	for name, fn := range map[string]any{
-		workflows.ActivitySaveBatchPage:    a.SaveBatchPage,
-		workflows.ActivityLoadBatchPage:    a.LoadBatchPage,
-		workflows.ActivityRemoveBatchPages: a.RemoveBatchPages,
-		workflows.ActivityAwaitChild:       a.AwaitChild,
-	} {
-		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
-}
 
 // batchPagePrefix starts the session id of every batch page.
 const batchPagePrefix = "batchpage-"

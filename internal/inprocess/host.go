@@ -3,6 +3,7 @@ package inprocess
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -87,12 +88,7 @@ func NewHost(opts Options) (*Host, error) {
 func (h *Host) Live() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ids := make([]string, 0, len(h.live))
-	for id := range h.live {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(h.live))
 }
 
 // Agent returns the live agent of a child this Host is running.

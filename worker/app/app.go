@@ -268,46 +268,39 @@ type multiWorker struct {
 	once    sync.Once
 }
 
-func (m *multiWorker) RegisterWorkflow(w any) {
+// each calls register on every queue's worker: a registration goes to every queue.
+func (m *multiWorker) each(register func(worker.Worker)) {
 	for _, x := range m.ws {
-		x.RegisterWorkflow(w)
+		register(x)
 	}
+}
+
+func (m *multiWorker) RegisterWorkflow(w any) {
+	m.each(func(x worker.Worker) { x.RegisterWorkflow(w) })
 }
 
 func (m *multiWorker) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
-	for _, x := range m.ws {
-		x.RegisterWorkflowWithOptions(w, o)
-	}
+	m.each(func(x worker.Worker) { x.RegisterWorkflowWithOptions(w, o) })
 }
 
 func (m *multiWorker) RegisterDynamicWorkflow(w any, o workflow.DynamicRegisterOptions) {
-	for _, x := range m.ws {
-		x.RegisterDynamicWorkflow(w, o)
-	}
+	m.each(func(x worker.Worker) { x.RegisterDynamicWorkflow(w, o) })
 }
 
 func (m *multiWorker) RegisterActivity(a any) {
-	for _, x := range m.ws {
-		x.RegisterActivity(a)
-	}
+	m.each(func(x worker.Worker) { x.RegisterActivity(a) })
 }
 
 func (m *multiWorker) RegisterActivityWithOptions(a any, o activity.RegisterOptions) {
-	for _, x := range m.ws {
-		x.RegisterActivityWithOptions(a, o)
-	}
+	m.each(func(x worker.Worker) { x.RegisterActivityWithOptions(a, o) })
 }
 
 func (m *multiWorker) RegisterDynamicActivity(a any, o activity.DynamicRegisterOptions) {
-	for _, x := range m.ws {
-		x.RegisterDynamicActivity(a, o)
-	}
+	m.each(func(x worker.Worker) { x.RegisterDynamicActivity(a, o) })
 }
 
 func (m *multiWorker) RegisterNexusService(s *nexus.Service) {
-	for _, x := range m.ws {
-		x.RegisterNexusService(s)
-	}
+	m.each(func(x worker.Worker) { x.RegisterNexusService(s) })
 }
 
 // Start starts every queue's worker; when one fails, those already started are stopped.

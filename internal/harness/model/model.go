@@ -7,7 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -109,12 +110,7 @@ func (r *Registry) Lookup(provider string) (Model, error) {
 func (r *Registry) Providers() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.models))
-	for n := range r.models {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(r.models))
 }
 
 // String lists the providers, for diagnostics.

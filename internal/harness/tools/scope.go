@@ -30,8 +30,8 @@ type Scope struct {
 	scoped    map[string]scopedTool
 	allow     map[string]bool // nil: every global tool is allowed
 	deny      map[string]bool
-	guards    []guardEntry
-	observers []observerEntry
+	guards    []entry[Guard]
+	observers []entry[Observer]
 }
 
 type scopedTool struct {
@@ -39,14 +39,42 @@ type scopedTool struct {
 	tool Tool
 }
 
-type guardEntry struct {
-	id    uint64
-	guard Guard
+// entry is one guard or observer of a scope, with the id its remove function looks for.
+type entry[T any] struct {
+	id uint64
+	v  T
 }
 
-type observerEntry struct {
-	id       uint64
-	observer Observer
+// addEntry appends v to *list, one of s's lists, and returns the function that takes it out
+// again; calling that function again does nothing.
+func addEntry[T any](s *Scope, list *[]entry[T], v T) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	id := s.nextID
+	*list = append(*list, entry[T]{id: id, v: v})
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, e := range *list {
+			if e.id == id {
+				*list = append((*list)[:i:i], (*list)[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// values returns the values of list, one of s's lists, in order, so they run without holding
+// the lock.
+func values[T any](s *Scope, list *[]entry[T]) []T {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]T, len(*list))
+	for i, e := range *list {
+		out[i] = e.v
+	}
+	return out
 }
 
 // NewScope returns a fresh scope over global (nil: no global tools) with no restrictions,
@@ -119,41 +147,13 @@ func (s *Scope) Restrict(allow, deny []string) error {
 // AddGuard adds g after the guards already added. remove takes it out again; calling remove
 // again does nothing.
 func (s *Scope) AddGuard(g Guard) (remove func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nextID++
-	id := s.nextID
-	s.guards = append(s.guards, guardEntry{id: id, guard: g})
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, e := range s.guards {
-			if e.id == id {
-				s.guards = append(s.guards[:i:i], s.guards[i+1:]...)
-				return
-			}
-		}
-	}
+	return addEntry(s, &s.guards, g)
 }
 
 // AddObserver adds o after the observers already added. remove takes it out again; calling
 // remove again does nothing.
 func (s *Scope) AddObserver(o Observer) (remove func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nextID++
-	id := s.nextID
-	s.observers = append(s.observers, observerEntry{id: id, observer: o})
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, e := range s.observers {
-			if e.id == id {
-				s.observers = append(s.observers[:i:i], s.observers[i+1:]...)
-				return
-			}
-		}
-	}
+	return addEntry(s, &s.observers, o)
 }
 
 // Visible returns the tools the model may call in this scope, sorted by name: the allowed
@@ -200,22 +200,10 @@ func (s *Scope) allowedLocked(name string) bool {
 
 // currentGuards returns the guards in order, so they run without holding the lock.
 func (s *Scope) currentGuards() []Guard {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	guards := make([]Guard, len(s.guards))
-	for i, e := range s.guards {
-		guards[i] = e.guard
-	}
-	return guards
+	return values(s, &s.guards)
 }
 
 // currentObservers returns the observers in order, so they run without holding the lock.
 func (s *Scope) currentObservers() []Observer {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	observers := make([]Observer, len(s.observers))
-	for i, e := range s.observers {
-		observers[i] = e.observer
-	}
-	return observers
+	return values(s, &s.observers)
 }

@@ -269,10 +269,7 @@ func (w *batchWatch) wait(ctx context.Context) (sum workflows.BatchSummary, deta
 	for {
 		select {
 		case err := <-done:
-			var canceled *temporal.CanceledError
-			if errors.As(err, &canceled) {
-				err = canceled.Details(&sum)
-			}
+			sum, err = workflows.BatchOutcome(sum, err)
 			if err == nil {
 				show(sum, true)
 			}

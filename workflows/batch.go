@@ -357,20 +357,13 @@ func (b *batch) startChild(ctx workflow.Context, n int, t Task) {
 	})
 }
 
-// ChildOutcome is the ChildResult of a child whose workflow returned out and err.
+// ChildOutcome is the ChildResult of a child whose workflow returned out and err, read by
+// RunOutcome: the outcome of a completed or Canceled child, else the error's message (a
+// rejection's exact message).
 func ChildOutcome(out Outcome, err error) ChildResult {
-	switch {
-	case err == nil:
+	out, err = RunOutcome(out, err)
+	if err == nil || temporal.IsCanceledError(err) {
 		return ChildResult{Outcome: out}
-	case temporal.IsCanceledError(err):
-		out = canceledOutcome(err, Outcome{Result: subagent.Result{StopReason: subagent.StopAborted}})
-		if out.Result.StopReason == "" {
-			out.Result.StopReason = subagent.StopAborted
-		}
-		return ChildResult{Outcome: out}
-	}
-	if ve := Rejection(err); ve != nil {
-		return ChildResult{Error: ve.Message}
 	}
 	return ChildResult{Error: err.Error()}
 }

@@ -147,21 +147,11 @@ func ExecuteSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
 	}
 	var out Outcome
 	err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in).Get(ctx, &out)
-	if err == nil {
-		return out, nil
+	out, err = RunOutcome(out, err)
+	if _, detailed := CanceledOutcome(err); temporal.IsCanceledError(err) && !detailed {
+		out.ChildID = in.ChildID // the child reported no outcome (cancelled before publication)
 	}
-	if ve := Rejection(err); ve != nil {
-		return Outcome{}, ve
-	}
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		out = Outcome{ChildID: in.ChildID, Result: subagent.Result{StopReason: subagent.StopAborted}}
-		if canceled.HasDetails() {
-			_ = canceled.Details(&out)
-		}
-		return out, canceled
-	}
-	return Outcome{}, err
+	return out, err
 }
 
 // sdkNested are the child workflows an sdk run's delegations started.

@@ -329,14 +329,15 @@ func (b *batch) startChild(ctx workflow.Context, n int, t Task) {
 		rt.WorkflowID = WorkflowID(in.ChildID)
 	}
 	cctx, cancel := workflow.WithCancel(ctx)
+	m := StartMetadataOf(in)
 	// A task the starter routed to its workspace's host queue (Task.TaskQueue) starts there,
 	// any other on the batch's children's queue.
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            rt.WorkflowID,
 		TaskQueue:             cmp.Or(t.TaskQueue, b.in.TaskQueue),
-		StaticSummary:         Summary(in),
-		StaticDetails:         Details(in),
-		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),
+		StaticSummary:         m.Summary,
+		StaticDetails:         m.Details,
+		TypedSearchAttributes: m.SearchAttributes,
 		Memo:                  map[string]any{MemoBatchIndex: n},
 		// The child outlives this run when the batch continues as new; the next run awaits
 		// it by id. A cancelled batch cancels its children itself.

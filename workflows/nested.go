@@ -100,10 +100,9 @@ func (r *run) runNested(ctx workflow.Context, delegations []Delegation) {
 	futures := make([]workflow.ChildWorkflowFuture, len(delegations))
 	for i, d := range delegations {
 		in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID}
-		opts := ChildOptions(in)
 		// A nested child's depth is its caller's plus one: set at start, its publication
 		// has nothing left to upsert.
-		opts.TypedSearchAttributes = temporal.NewSearchAttributes(append(StartAttributes(in), AttrDepth.ValueSet(r.published.Depth+1))...)
+		opts := childOptions(in, AttrDepth.ValueSet(r.published.Depth+1))
 		futures[i] = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), WorkflowName, in)
 	}
 	for _, f := range futures {
@@ -112,20 +111,24 @@ func (r *run) runNested(ctx workflow.Context, delegations []Delegation) {
 }
 
 // ChildOptions returns the options StartSubagent runs with as a child workflow: workflow id
-// WorkflowID(in.ChildID) (which must be set), the parent's task queue, the UI summary and
-// details and the start search attributes like StartWorkflowOptions, and the cancellation
+// WorkflowID(in.ChildID) (which must be set), the parent's task queue, the run's
+// StartMetadataOf (UI summary and details, start search attributes), and the cancellation
 // semantics of a delegation: a cancel of the parent cancels the child, whose future resolves
 // once the child closed with its aborted outcome; a parent that closes otherwise
 // (terminated, timed out) has its children cancelled by the server.
-func ChildOptions(in StartInput) workflow.ChildWorkflowOptions {
+func ChildOptions(in StartInput) workflow.ChildWorkflowOptions { return childOptions(in) }
+
+// childOptions are ChildOptions with extra search attributes set at start (StartMetadataOf).
+func childOptions(in StartInput, extra ...temporal.SearchAttributeUpdate) workflow.ChildWorkflowOptions {
+	m := StartMetadataOf(in, extra...)
 	return workflow.ChildWorkflowOptions{
 		WorkflowID:            WorkflowID(in.ChildID),
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WaitForCancellation:   true,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-		StaticSummary:         Summary(in),
-		StaticDetails:         Details(in),
-		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),
+		StaticSummary:         m.Summary,
+		StaticDetails:         m.Details,
+		TypedSearchAttributes: m.SearchAttributes,
 	}
 }
 

@@ -250,11 +250,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("starter run", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: starter run [flags] TASK")
-		fs.PrintDefaults()
-	}
+	fs := newUsageFlagSet("starter run", "usage: starter run [flags] TASK", stderr)
 	var f runFlags
 	f.register(fs)
 	positional, code, ok := parseArgs(fs, args)
@@ -267,9 +263,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := dialOrReport(ctx, stderr)
+	if !ok {
 		return exitError
 	}
 	defer c.Close()

@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/workflows"
@@ -42,11 +41,7 @@ func BatchSummaryOf(ctx context.Context, c tclient.Client, id string) (workflows
 		return sum, v.Get(&sum)
 	}
 	err = c.GetWorkflow(ctx, id, "").Get(ctx, &sum)
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		err = canceled.Details(&sum)
-	}
-	return sum, err
+	return workflows.BatchOutcome(sum, err)
 }
 
 // listedChild is a child of a batch as visibility lists it, or as its derived workflow id

@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -28,19 +27,21 @@ type StartOptions struct {
 }
 
 // StartWorkflowOptions returns the options workflows.StartSubagent is started with: the workflow id,
-// the task queue (workflows.TaskQueue when empty), a failing id-conflict policy, the UI summary and
-// details (workflows.Summary, workflows.Details) and the search attributes known at start.
+// the task queue (workflows.TaskQueue when empty), a failing id-conflict policy, and the
+// run's workflows.StartMetadataOf (the UI summary and details, the search attributes known at
+// start), as a batch or a nested delegation starts its children.
 func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput) tclient.StartWorkflowOptions {
 	if taskQueue == "" {
 		taskQueue = workflows.TaskQueue
 	}
+	m := workflows.StartMetadataOf(in)
 	return tclient.StartWorkflowOptions{
 		ID:                       workflowID,
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		StaticSummary:            workflows.Summary(in),
-		StaticDetails:            workflows.Details(in),
-		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.StartAttributes(in)...),
+		StaticSummary:            m.Summary,
+		StaticDetails:            m.Details,
+		TypedSearchAttributes:    m.SearchAttributes,
 	}
 }
 

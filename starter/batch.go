@@ -79,11 +79,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return sub(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fs := newFlagSet("starter batch", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: starter batch [flags] FILE.jsonl\n       starter batch status|results|pause|resume|resize|cancel|retry ID")
-		fs.PrintDefaults()
-	}
+	fs := newUsageFlagSet("starter batch", "usage: starter batch [flags] FILE.jsonl\n       starter batch status|results|pause|resume|resize|cancel|retry ID", stderr)
 	var f batchFlags
 	f.register(fs)
 	positional, code, ok := parseArgs(fs, args)
@@ -99,9 +95,8 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := dialOrReport(ctx, stderr)
+	if !ok {
 		return exitError
 	}
 	defer c.Close()
@@ -269,10 +264,7 @@ func (w *batchWatch) wait(ctx context.Context) (sum workflows.BatchSummary, deta
 	for {
 		select {
 		case err := <-done:
-			var canceled *temporal.CanceledError
-			if errors.As(err, &canceled) {
-				err = canceled.Details(&sum)
-			}
+			sum, err = workflows.BatchOutcome(sum, err)
 			if err == nil {
 				show(sum, true)
 			}

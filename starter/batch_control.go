@@ -64,9 +64,8 @@ func runBatchResize(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func sendControl(ctx context.Context, id, cmd, name string, arg any, stdout, stderr io.Writer) int {
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := dialOrReport(ctx, stderr)
+	if !ok {
 		return exitError
 	}
 	defer c.Close()

@@ -113,6 +113,11 @@ func TestBatchPlanAcceptsABOM(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.in.Tasks, 2)
 	assert.Equal(t, "one", p.in.Tasks[0].Task)
+
+	// The one BOM rule: only at the start of the file, as for a --schema file.
+	path = writeTasks(t, `{"task": "one"}`, "\ufeff"+`{"task": "two"}`)
+	_, err = (&batchFlags{concurrency: 1}).plan(path)
+	assert.ErrorContains(t, err, path+":2: not a task object")
 }
 
 // TestBatchPlanReportsEveryBadLine: every bad task is reported at once, each with its line,
@@ -120,7 +125,7 @@ func TestBatchPlanAcceptsABOM(t *testing.T) {
 // the size limit.
 func TestBatchPlanReportsEveryBadLine(t *testing.T) {
 	dir := t.TempDir()
-	big := strings.Repeat("x", maxTaskBytes)
+	big := strings.Repeat("x", workflows.MaxStartInputBytes)
 	path := writeTasks(t,
 		`{"task": "ok", "id": "wf-1"}`,
 		`{"task": "bad", "max-tokens": "ten"}`,
@@ -137,5 +142,5 @@ func TestBatchPlanReportsEveryBadLine(t *testing.T) {
 	assert.Equal(t, "starter batch: "+path+`:3: task id "wf-1" is also the id of line 1`, lines[1])
 	assert.Equal(t, "starter batch: "+path+":4: task: cwd "+filepath.Join(dir, "missing")+" is not a directory", lines[2])
 	assert.True(t, strings.HasPrefix(lines[3], "starter batch: "+path+":5: task: "), lines[3])
-	assert.True(t, strings.HasSuffix(lines[3], " bytes, over the limit of 1048576 bytes per task"), lines[3])
+	assert.True(t, strings.HasSuffix(lines[3], " bytes, over the limit of 2031616 bytes per task"), lines[3])
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,19 +18,14 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// maxTaskBytes bounds the StartSubagent input of one batch task, JSON-encoded. The input
-// travels as one Temporal payload (limit 2 MiB) next to the batch's own; a bigger task
-// would start, fail and be retried instead of being refused up front.
-const maxTaskBytes = 1 << 20
-
 // maxReported bounds the bad lines one batch check reports.
 const maxReported = 20
 
 // readTasks reads and checks every task of the file at path and returns them with the
 // line number of each. Every bad line is reported, each with the file and its line number,
 // in one usageError: lines that do not parse, tasks a run would refuse before publication,
-// task ids used twice, cwds that are not directories, and tasks over maxTaskBytes. A UTF-8
-// byte order mark at the start of the file is ignored.
+// task ids used twice, cwds that are not directories, and tasks over one payload
+// (checkStart). A UTF-8 byte order mark at the start of the file is ignored (trimBOM).
 func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task, []int, error) {
 	file, err := os.Open(path)
 	if err != nil {
@@ -53,6 +46,9 @@ func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task
 		}
 		if len(line) == 0 && err == io.EOF {
 			break
+		}
+		if n == 1 {
+			line = trimBOM(line)
 		}
 		if !utf8.Valid(line) {
 			// Decoding would replace the bad bytes with U+FFFD and run another task.
@@ -138,9 +134,8 @@ func routeTasks(ctx context.Context, c client.Client, p *batchPlan) error {
 	return bad.err()
 }
 
-// checkTask makes the checks of `starter run` and of the workflow before publication, so a
-// bad line stops the batch before anything runs, and checks that the task fits in one
-// payload and that its cwd, when it creates a root session, is a directory.
+// checkTask makes the checks of `starter run` before publication (checkStart), so a bad
+// line stops the batch before anything runs; a task's cwd must exist on this host.
 func checkTask(t workflows.Task, batchID string, d workflows.TaskDefaults) error {
 	if err := workflows.CheckUserWorkflowID(t.ID); err != nil {
 		return fmt.Errorf("task id: %w", err)
@@ -149,33 +144,23 @@ func checkTask(t workflows.Task, batchID string, d workflows.TaskDefaults) error
 	if err != nil {
 		return err
 	}
-	if in.Root != nil && in.Root.Route.Provider == model.ProviderScripted && in.Root.Route.Model == "" {
-		return fmt.Errorf("task: model-provider %s needs model SCRIPT.json", model.ProviderScripted)
-	}
-	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
-		var ve *subagent.ValidationError
-		if errors.As(err, &ve) {
-			return errors.New(ve.Message)
-		}
+	err = checkStart(in, false)
+	var ce *startCheckError
+	if !errors.As(err, &ce) {
 		return err
 	}
-	if in.Root != nil {
-		if st, err := os.Stat(in.Root.Cwd); err != nil || !st.IsDir() {
-			return fmt.Errorf("task: cwd %s is not a directory", in.Root.Cwd)
-		}
+	var ve *subagent.ValidationError
+	switch {
+	case ce.check == checkScript:
+		return fmt.Errorf("task: model-provider %s needs model SCRIPT.json", model.ProviderScripted)
+	case ce.check == checkCwd:
+		return fmt.Errorf("task: cwd %s is not a directory", ce.cwd)
+	case ce.check == checkEncode:
+		return fmt.Errorf("task: encode: %w", ce.err)
+	case ce.check == checkSize:
+		return fmt.Errorf("task: %d bytes, over the limit of %d bytes per task", ce.size, workflows.MaxStartInputBytes)
+	case errors.As(ce.err, &ve):
+		return errors.New(ve.Message)
 	}
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("task: encode: %w", err)
-	}
-	if len(raw) > maxTaskBytes {
-		return fmt.Errorf("task: %d bytes, over the limit of %d bytes per task", len(raw), maxTaskBytes)
-	}
-	return nil
+	return ce.err
 }
-
-// utf8BOM is the byte order mark some editors write at the start of a UTF-8 file.
-var utf8BOM = []byte("\ufeff")
-
-// trimBOM returns data without a leading UTF-8 byte order mark.
-func trimBOM(data []byte) []byte { return bytes.TrimPrefix(data, utf8BOM) }

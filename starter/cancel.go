@@ -23,9 +23,8 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	defer c.Close()
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		fmt.Fprintf(stderr, "starter cancel: %s: %v\n", id, err)
+	desc, ok := describeOrReport(ctx, c, fs, id, stderr)
+	if !ok {
 		return exitError
 	}
 	info := desc.GetWorkflowExecutionInfo()
@@ -33,7 +32,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "starter cancel: workflow %s is closed (%s); nothing to cancel\n", id, statusName(st))
 		return exitError
 	}
-	err = c.CancelWorkflow(ctx, id, info.GetExecution().GetRunId())
+	err := c.CancelWorkflow(ctx, id, info.GetExecution().GetRunId())
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {

@@ -88,13 +88,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	uiPort := fset.Int("ui-port", 8233, "Web UI `PORT` (0 picks a free one)")
 	metricsAddr := fset.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	connect := fset.Bool("connect", false, "run the showcase once on the Temporal cluster of the client environment (TEMPORAL_ADDRESS, …) and its workers, which must reach this host's temporary directory, instead of on an embedded server")
-	positional, code, ok := parseArgs(fset, args)
-	if !ok {
+	if code, ok := parseNoArgs(fset, args, stderr); !ok {
 		return code
-	}
-	if len(positional) > 0 {
-		fmt.Fprintf(stderr, "starter demo: unexpected argument %q\n", positional[0])
-		return exitUsage
 	}
 	if *connect {
 		return demoOnCluster(ctx, stdout, stderr)
@@ -138,7 +133,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	route := demoRoute(stdout)
 	fmt.Fprintln(stdout, "\nRunning the showcase: spawn, fork, structured, sdk child, cancelled…")
 	results := runShowcase(ctx, c, dir, route)
-	code = printResults(stdout, results)
+	code := printResults(stdout, results)
 	fmt.Fprintf(stdout, "\nEvery run is a workflow: open %s/namespaces/%s/workflows\n", srv.UIAddr(), srv.Namespace())
 	fmt.Fprintf(stdout, "or query them, e.g. SubagentProvider = 'sdk' or SubagentStopReason = 'aborted'.\n")
 	if *exit || ctx.Err() != nil {

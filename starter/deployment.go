@@ -49,13 +49,13 @@ func runDeployment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		percent = p
 	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := dialOrReport(ctx, stderr)
+	if !ok {
 		return exitError
 	}
 	defer c.Close()
 	h := c.WorkerDeploymentClient().GetHandle(positional[0])
+	var err error
 	switch args[0] {
 	case "describe":
 		err = describeDeployment(ctx, h, stdout)

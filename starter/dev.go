@@ -27,13 +27,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tlsKey := fs.String("tls-key", "", "private key `FILE` of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by a CA of `FILE` (mutual TLS)")
 	tlsDev := fs.String("tls-dev", "", "serve mutual TLS with a throwaway CA and certificates written to `DIR` (made if absent, reused if there)")
-	positional, code, ok := parseArgs(fs, args)
-	if !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if len(positional) > 0 {
-		fmt.Fprintf(stderr, "starter dev: unexpected argument %q\n", positional[0])
-		return exitUsage
 	}
 
 	serverTLS, devCerts, err := devTLS(*tlsCert, *tlsKey, *tlsClientCA, *tlsDev)

@@ -28,9 +28,8 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: starter gc [--dry-run] [--older-than DURATION] [--task-queue Q]")
 		return exitUsage
 	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := dialOrReport(ctx, stderr)
+	if !ok {
 		return exitError
 	}
 	defer c.Close()

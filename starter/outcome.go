@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -56,25 +55,15 @@ func newResultJSON(workflowID, runID string, out workflows.Outcome) resultJSON {
 	}
 }
 
-// outcomeOf interprets the error of a StartSubagent run's Get.
+// outcomeOf interprets the error of a StartSubagent run's Get (workflows.RunOutcome): a
+// Canceled run gives its aborted outcome and no error, a rejection its
+// *subagent.ValidationError.
 func outcomeOf(err error) (workflows.Outcome, error) {
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		var out workflows.Outcome
-		if canceled.HasDetails() {
-			if derr := canceled.Details(&out); derr != nil {
-				return workflows.Outcome{}, fmt.Errorf("decode the outcome of a cancelled run: %w", derr)
-			}
-		}
-		if out.Result.StopReason == "" {
-			out.Result.StopReason = subagent.StopAborted
-		}
+	out, err := workflows.RunOutcome(workflows.Outcome{}, err)
+	if temporal.IsCanceledError(err) {
 		return out, nil
 	}
-	if ve := workflows.Rejection(err); ve != nil {
-		return workflows.Outcome{}, ve
-	}
-	return workflows.Outcome{}, err
+	return out, err
 }
 
 // report prints an outcome — as one JSON object with asJSON, else the output text and the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/subflow-dev/subflow"
@@ -19,9 +18,8 @@ func runResult(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	defer c.Close()
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		fmt.Fprintf(stderr, "starter result: %s: %v\n", id, err)
+	desc, ok := describeOrReport(ctx, c, fs, id, stderr)
+	if !ok {
 		return exitError
 	}
 	wr := c.GetWorkflow(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())

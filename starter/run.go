@@ -211,15 +211,7 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		if err != nil {
 			return subflow.StartOptions{}, usagef("starter run: --cwd %s: %v", dir, err)
 		}
-		// A cwd absent here may exist on the worker's host; one that is a file here is not a
-		// directory anywhere the starter can see, and is refused before anything starts.
-		if st, err := os.Stat(abs); err == nil && !st.IsDir() {
-			return subflow.StartOptions{}, usagef("starter run: --cwd %s is not a directory", abs)
-		}
 		t.Cwd = abs
-	}
-	if f.parent == "" && f.model == "" && f.modelProvider == model.ProviderScripted {
-		return subflow.StartOptions{}, usagef("starter run: --model-provider %s needs --model SCRIPT.json", model.ProviderScripted)
 	}
 	in, err := t.StartInput("", workflows.TaskDefaults{Route: rootDefaults})
 	if err != nil {
@@ -229,13 +221,23 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	// The schema goes in after the conversion: the workflow answers any valid JSON that is
 	// not an object-rooted schema with the contract's message, which a batch line gets up front.
 	in.Request.OutputSchema = schema
-	// The workflow's own checks, made here so a rejection starts nothing (no failed run is
-	// left behind), with the flag that carries the bad value.
-	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
+	// The checks of every run (checkStart), made here so a rejection starts nothing, worded
+	// with the flag that carries the bad value. A cwd absent here may exist on the worker's
+	// host; one that is a file here is not a directory anywhere the starter can see.
+	err = checkStart(in, true)
+	var ce *startCheckError
+	if errors.As(err, &ce) {
 		var ve *subagent.ValidationError
 		switch {
-		case !errors.As(err, &ve):
-			return subflow.StartOptions{}, fmt.Errorf("starter run: %w", err)
+		case ce.check == checkScript:
+			return subflow.StartOptions{}, usagef("starter run: --model-provider %s needs --model SCRIPT.json", model.ProviderScripted)
+		case ce.check == checkCwd:
+			return subflow.StartOptions{}, usagef("starter run: --cwd %s is not a directory", ce.cwd)
+		case ce.check == checkSize:
+			return subflow.StartOptions{}, usagef("starter run: the request is %d bytes encoded, over the %d bytes one Temporal payload can carry: shorten the task, the schema or the persona",
+				ce.size, workflows.MaxStartInputBytes)
+		case ce.check == checkEncode || !errors.As(ce.err, &ve):
+			return subflow.StartOptions{}, fmt.Errorf("starter run: %w", ce.err)
 		case ve.Rule == subagent.RuleUnsupportedSchema:
 			return subflow.StartOptions{}, usagef("starter run: --schema %s: %s", f.schema, ve.Message)
 		case ve.Rule == subagent.RuleInvalidMaxDepth:
@@ -244,19 +246,11 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 			return subflow.StartOptions{}, usagef("%s", ve.Message) // the exact message, as the workflow gives it
 		}
 	}
-	if raw, err := json.Marshal(in); err == nil && len(raw) > workflows.MaxStartInputBytes {
-		return subflow.StartOptions{}, usagef("starter run: the request is %d bytes encoded, over the %d bytes one Temporal payload can carry: shorten the task, the schema or the persona",
-			len(raw), workflows.MaxStartInputBytes)
-	}
 	return subflow.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("starter run", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: starter run [flags] TASK")
-		fs.PrintDefaults()
-	}
+	fs := newUsageFlagSet("starter run", "usage: starter run [flags] TASK", stderr)
 	var f runFlags
 	f.register(fs)
 	positional, code, ok := parseArgs(fs, args)
@@ -269,9 +263,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := dialOrReport(ctx, stderr)
+	if !ok {
 		return exitError
 	}
 	defer c.Close()

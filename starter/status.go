@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/subflow-dev/subflow"
@@ -159,6 +160,52 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// newUsageFlagSet is newFlagSet with a usage message: the usage line(s), then the flags.
+func newUsageFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet(name, stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseNoArgs parses the flags of a subcommand that takes no argument. When ok is false the
+// subcommand exits with code: the line was refused, an unexpected argument named on stderr.
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	positional, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code, false
+	}
+	if len(positional) > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), positional[0])
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// dialOrReport connects to the server; when it cannot, it prints the error to stderr and
+// ok is false: the subcommand exits exitError. The caller closes c.
+func dialOrReport(ctx context.Context, stderr io.Writer) (c client.Client, ok bool) {
+	c, err := dial(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, false
+	}
+	return c, true
+}
+
+// describeOrReport describes workflow id for subcommand fs; when it cannot, it prints
+// "<subcommand>: <id>: <error>" to stderr and ok is false: the subcommand exits exitError.
+func describeOrReport(ctx context.Context, c client.Client, fs *flag.FlagSet, id string, stderr io.Writer) (desc *workflowservice.DescribeWorkflowExecutionResponse, ok bool) {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s: %v\n", fs.Name(), id, err)
+		return nil, false
+	}
+	return desc, true
+}
+
 // dialID parses the flags and the one ID of a subcommand that acts on a workflow, then
 // connects to the server. When ok is false the subcommand exits with code: the line was
 // refused (its usage is printed) or the server is unreachable (the error is printed). The
@@ -168,9 +215,8 @@ func dialID(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writ
 	if !ok {
 		return nil, "", code, false
 	}
-	c, err := dial(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok = dialOrReport(ctx, stderr)
+	if !ok {
 		return nil, "", exitError, false
 	}
 	return c, id, 0, true

@@ -20,6 +20,28 @@ const (
 	RuleInaccessibleCwd       = "inaccessible-cwd"
 )
 
+// Rules returns every rule of this package, in the order declared above: with the rules of
+// package workflows, the ApplicationError types Temporal never retries
+// (workflows.RejectionRules). A test keeps it complete.
+func Rules() []string {
+	return []string{
+		RuleUnknownProvider,
+		RuleUnsupportedCapability,
+		RuleInvalidMaxDepth,
+		RuleUnsupportedSchema,
+		RuleInvalidStoredDepth,
+		RuleInvalidRuntimeDepth,
+		RuleDepthOverflow,
+		RuleDepthExceeded,
+		RuleInvalidMaxDepthConfig,
+		RuleDepthLimitUnsupported,
+		RuleEmptyCwd,
+		RuleMissingCwd,
+		RuleRelativeCwd,
+		RuleInaccessibleCwd,
+	}
+}
+
 // ValidationError is a request or configuration rejected by a rule of this package, before
 // anything was created. Error returns Message unchanged (it is user- and model-visible);
 // Rule names the rule that failed.

@@ -329,14 +329,15 @@ func (b *batch) startChild(ctx workflow.Context, n int, t Task) {
 		rt.WorkflowID = WorkflowID(in.ChildID)
 	}
 	cctx, cancel := workflow.WithCancel(ctx)
+	m := StartMetadataOf(in)
 	// A task the starter routed to its workspace's host queue (Task.TaskQueue) starts there,
 	// any other on the batch's children's queue.
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            rt.WorkflowID,
 		TaskQueue:             cmp.Or(t.TaskQueue, b.in.TaskQueue),
-		StaticSummary:         Summary(in),
-		StaticDetails:         Details(in),
-		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),
+		StaticSummary:         m.Summary,
+		StaticDetails:         m.Details,
+		TypedSearchAttributes: m.SearchAttributes,
 		Memo:                  map[string]any{MemoBatchIndex: n},
 		// The child outlives this run when the batch continues as new; the next run awaits
 		// it by id. A cancelled batch cancels its children itself.
@@ -357,20 +358,13 @@ func (b *batch) startChild(ctx workflow.Context, n int, t Task) {
 	})
 }
 
-// ChildOutcome is the ChildResult of a child whose workflow returned out and err.
+// ChildOutcome is the ChildResult of a child whose workflow returned out and err, read by
+// RunOutcome: the outcome of a completed or Canceled child, else the error's message (a
+// rejection's exact message).
 func ChildOutcome(out Outcome, err error) ChildResult {
-	switch {
-	case err == nil:
+	out, err = RunOutcome(out, err)
+	if err == nil || temporal.IsCanceledError(err) {
 		return ChildResult{Outcome: out}
-	case temporal.IsCanceledError(err):
-		out = canceledOutcome(err, Outcome{Result: subagent.Result{StopReason: subagent.StopAborted}})
-		if out.Result.StopReason == "" {
-			out.Result.StopReason = subagent.StopAborted
-		}
-		return ChildResult{Outcome: out}
-	}
-	if ve := Rejection(err); ve != nil {
-		return ChildResult{Error: ve.Message}
 	}
 	return ChildResult{Error: err.Error()}
 }

@@ -121,10 +121,10 @@ type TaskDefaults struct {
 }
 
 // ParseTaskLine decodes one line of a batch file. A line of only white space is blank
-// (no task, no error). Unknown fields and a missing task text are errors. A UTF-8 byte
-// order mark before the line (the start of a file some editors wrote) is ignored.
+// (no task, no error). Unknown fields and a missing task text are errors. The line is
+// JSON: a byte order mark at the start of the file is for its reader to remove.
 func ParseTaskLine(line []byte) (t Task, blank bool, err error) {
-	line = bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\ufeff")))
+	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
 		return Task{}, true, nil
 	}

@@ -100,10 +100,9 @@ func (r *run) runNested(ctx workflow.Context, delegations []Delegation) {
 	futures := make([]workflow.ChildWorkflowFuture, len(delegations))
 	for i, d := range delegations {
 		in := StartInput{Provider: d.Provider, Request: d.Request, ChildID: d.ChildID}
-		opts := ChildOptions(in)
 		// A nested child's depth is its caller's plus one: set at start, its publication
 		// has nothing left to upsert.
-		opts.TypedSearchAttributes = temporal.NewSearchAttributes(append(StartAttributes(in), AttrDepth.ValueSet(r.published.Depth+1))...)
+		opts := childOptions(in, AttrDepth.ValueSet(r.published.Depth+1))
 		futures[i] = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), WorkflowName, in)
 	}
 	for _, f := range futures {
@@ -112,20 +111,24 @@ func (r *run) runNested(ctx workflow.Context, delegations []Delegation) {
 }
 
 // ChildOptions returns the options StartSubagent runs with as a child workflow: workflow id
-// WorkflowID(in.ChildID) (which must be set), the parent's task queue, the UI summary and
-// details and the start search attributes like StartWorkflowOptions, and the cancellation
+// WorkflowID(in.ChildID) (which must be set), the parent's task queue, the run's
+// StartMetadataOf (UI summary and details, start search attributes), and the cancellation
 // semantics of a delegation: a cancel of the parent cancels the child, whose future resolves
 // once the child closed with its aborted outcome; a parent that closes otherwise
 // (terminated, timed out) has its children cancelled by the server.
-func ChildOptions(in StartInput) workflow.ChildWorkflowOptions {
+func ChildOptions(in StartInput) workflow.ChildWorkflowOptions { return childOptions(in) }
+
+// childOptions are ChildOptions with extra search attributes set at start (StartMetadataOf).
+func childOptions(in StartInput, extra ...temporal.SearchAttributeUpdate) workflow.ChildWorkflowOptions {
+	m := StartMetadataOf(in, extra...)
 	return workflow.ChildWorkflowOptions{
 		WorkflowID:            WorkflowID(in.ChildID),
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WaitForCancellation:   true,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-		StaticSummary:         Summary(in),
-		StaticDetails:         Details(in),
-		TypedSearchAttributes: temporal.NewSearchAttributes(StartAttributes(in)...),
+		StaticSummary:         m.Summary,
+		StaticDetails:         m.Details,
+		TypedSearchAttributes: m.SearchAttributes,
 	}
 }
 
@@ -147,21 +150,11 @@ func ExecuteSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
 	}
 	var out Outcome
 	err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, ChildOptions(in)), WorkflowName, in).Get(ctx, &out)
-	if err == nil {
-		return out, nil
+	out, err = RunOutcome(out, err)
+	if _, detailed := CanceledOutcome(err); temporal.IsCanceledError(err) && !detailed {
+		out.ChildID = in.ChildID // the child reported no outcome (cancelled before publication)
 	}
-	if ve := Rejection(err); ve != nil {
-		return Outcome{}, ve
-	}
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		out = Outcome{ChildID: in.ChildID, Result: subagent.Result{StopReason: subagent.StopAborted}}
-		if canceled.HasDetails() {
-			_ = canceled.Details(&out)
-		}
-		return out, canceled
-	}
-	return Outcome{}, err
+	return out, err
 }
 
 // sdkNested are the child workflows an sdk run's delegations started.

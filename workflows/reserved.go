@@ -21,17 +21,6 @@ const ReservedIDPrefix = "subflow-"
 // starts, rather than by the server.
 const MaxWorkflowIDLength = 1000
 
-// RuleReservedID and RuleInvalidWorkflowID are the rules of the rejections of
-// CheckUserWorkflowID.
-const (
-	RuleReservedID        = "reserved-workflow-id"
-	RuleInvalidWorkflowID = "invalid-workflow-id"
-)
-
-// RuleOutsideWorkspace is the rule of the rejection of a run whose cwd, resolved, lies outside
-// every workspace root its worker serves (docs/deployment.md).
-const RuleOutsideWorkspace = "outside-workspace"
-
 // IsReservedID reports whether id lies in subflow's own namespace of workflow ids.
 func IsReservedID(id string) bool { return strings.HasPrefix(id, ReservedIDPrefix) }
 

@@ -274,11 +274,16 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 	case err != nil && !cancelled:
 		return r.fail(err)
 	case err != nil:
-		out = canceledOutcome(err, Outcome{
-			ChildID: childID,
-			Depth:   r.published.Depth,
-			Result:  subagent.Result{StopReason: subagent.StopAborted},
-		})
+		// The outcome the cancelled activity carried, else the aborted one (it never
+		// answered the cancel, or the test environment dropped its answer).
+		var ok bool
+		if out, ok = CanceledOutcome(err); !ok {
+			out = Outcome{
+				ChildID: childID,
+				Depth:   r.published.Depth,
+				Result:  subagent.Result{StopReason: subagent.StopAborted},
+			}
+		}
 	case !r.settled:
 		// The child ran to the end without its signal reaching us.
 		if err := r.publish(ctx, childID, Published{Depth: out.Depth}); err != nil {
@@ -287,20 +292,6 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 	out.ChildID = childID
 	return r.finish(ctx, out)
-}
-
-// canceledOutcome returns the Outcome a cancelled RunSDKChild carried in its CanceledError
-// details, or fallback when it carried none (the activity never answered the cancel, or the
-// test environment dropped its answer).
-func canceledOutcome(err error, fallback Outcome) Outcome {
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) && canceled.HasDetails() {
-		var out Outcome
-		if canceled.Details(&out) == nil {
-			return out
-		}
-	}
-	return fallback
 }
 
 // publish records the publication, upserts the child's search attributes and completes the

@@ -3,7 +3,6 @@ package workflows
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"testing"
 
 	"github.com/google/uuid"
@@ -422,16 +421,6 @@ func TestSDKCancelEndsCanceledWithAbortedOutcome(t *testing.T) {
 	assert.Equal(t, int64(1), out.Depth)
 	assert.Equal(t, subagent.StopAborted, out.Result.StopReason)
 	assert.Equal(t, "aborted", h.Attrs()["SubagentStopReason"])
-}
-
-func TestCanceledOutcomePrefersTheActivityDetails(t *testing.T) {
-	fallback := Outcome{ChildID: "run-1", Result: subagent.Result{StopReason: subagent.StopAborted}}
-	carried := Outcome{ChildID: "run-1", Depth: 3, Result: subagent.Result{
-		Output: []session.Block{session.Text("partial")}, StopReason: subagent.StopAborted}}
-
-	assert.Equal(t, carried, canceledOutcome(temporal.NewCanceledError(carried), fallback))
-	assert.Equal(t, fallback, canceledOutcome(temporal.NewCanceledError(), fallback))
-	assert.Equal(t, fallback, canceledOutcome(errors.New("not canceled"), fallback))
 }
 
 // assertRejected checks a rejection as Temporal carries it and as Rejection returns it.

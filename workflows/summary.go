@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/subflow-dev/subflow/harness/session"
 )
 
@@ -16,6 +18,25 @@ const detailsPromptLimit = 500
 // WorkflowID returns the conventional workflow id of the run of child childID:
 // "subagent-<childId>".
 func WorkflowID(childID string) string { return "subagent-" + childID }
+
+// StartMetadata is what the start options of a StartSubagent run say about it, the same
+// whoever starts it (client.Start, a batch's children, nested delegations, ExecuteSubagent):
+// the UI's summary and details and the search attributes known at start.
+type StartMetadata struct {
+	Summary          string                    // StaticSummary: Summary(in)
+	Details          string                    // StaticDetails: Details(in)
+	SearchAttributes temporal.SearchAttributes // TypedSearchAttributes: StartAttributes(in)
+}
+
+// StartMetadataOf returns the StartMetadata of a run of in; extra search attributes the
+// starter knows besides (a nested child's depth) are set after StartAttributes(in).
+func StartMetadataOf(in StartInput, extra ...temporal.SearchAttributeUpdate) StartMetadata {
+	return StartMetadata{
+		Summary:          Summary(in),
+		Details:          Details(in),
+		SearchAttributes: temporal.NewSearchAttributes(append(StartAttributes(in), extra...)...),
+	}
+}
 
 // Summary returns the one-line StaticSummary of a run, as the Temporal UI lists it:
 // "<provider> child of <parent>: <label>", the label falling back to the start of the

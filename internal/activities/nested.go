@@ -134,19 +134,13 @@ func (a *Activities) RecordNested(ctx context.Context, in workflows.RecordNested
 // outcome of a Canceled run (its details), or the rejection with its exact message. A result
 // stored by reference is read from the session store.
 func (a *Activities) nestedResult(ctx context.Context, workflowID string, out workflows.Outcome, err error) (subagent.Result, error) {
-	if err == nil {
+	out, err = workflows.RunOutcome(out, err)
+	var ve *subagent.ValidationError
+	switch {
+	case err == nil || temporal.IsCanceledError(err):
 		return a.inlineResult(ctx, out)
-	}
-	if ve := workflows.Rejection(err); ve != nil {
+	case errors.As(err, &ve):
 		return subagent.Result{}, ve
-	}
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		var details workflows.Outcome
-		if canceled.HasDetails() && canceled.Details(&details) == nil {
-			return a.inlineResult(ctx, details)
-		}
-		return subagent.Result{StopReason: subagent.StopAborted}, nil
 	}
 	return subagent.Result{}, fmt.Errorf("subagent: nested run %s: %w", workflowID, err)
 }

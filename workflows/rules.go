@@ -9,10 +9,12 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Rules StartSubagent and its activities reject a request with, before anything is
-// published. They live here, with the rules of package subagent, so that retry policies never
-// retry them and callers of Start recognise every one of them as a rejection (exit 2 of
-// `starter run`).
+// Rules StartSubagent, its activities and its starters reject a request with, before
+// anything is published, beside the rules of package subagent (subagent.Rules). They are
+// declared here, and listed once in rules, so that retry policies never retry them and
+// callers of Start recognise every one of them as a rejection (exit 2 of `starter run`).
+// docs/json.md gives each one's message; a test keeps the list, the declarations and that
+// table in step.
 const (
 	// RuleMissingParent: the request has neither a parent session nor a root session to
 	// create.
@@ -30,25 +32,19 @@ const (
 	// RuleInvalidSandboxMode: the parent's sandbox mode is not a known one, so it cannot be
 	// delegated (tools.CheckSandboxMode).
 	RuleInvalidSandboxMode = "invalid-sandbox-mode"
+	// RuleReservedID: CheckUserWorkflowID refuses a workflow id in subflow's own namespace
+	// (ReservedIDPrefix).
+	RuleReservedID = "reserved-workflow-id"
+	// RuleInvalidWorkflowID: CheckUserWorkflowID refuses a workflow id over
+	// MaxWorkflowIDLength bytes or not UTF-8.
+	RuleInvalidWorkflowID = "invalid-workflow-id"
+	// RuleOutsideWorkspace: the run's cwd, resolved, lies outside every workspace root its
+	// worker serves (docs/deployment.md).
+	RuleOutsideWorkspace = "outside-workspace"
 )
 
-// rejectionTypes are the ApplicationError types retry policies never retry: the rules of
-// package subagent and of this package.
-var rejectionTypes = []string{
-	subagent.RuleUnknownProvider,
-	subagent.RuleUnsupportedCapability,
-	subagent.RuleInvalidMaxDepth,
-	subagent.RuleUnsupportedSchema,
-	subagent.RuleInvalidStoredDepth,
-	subagent.RuleInvalidRuntimeDepth,
-	subagent.RuleDepthOverflow,
-	subagent.RuleDepthExceeded,
-	subagent.RuleInvalidMaxDepthConfig,
-	subagent.RuleDepthLimitUnsupported,
-	subagent.RuleEmptyCwd,
-	subagent.RuleMissingCwd,
-	subagent.RuleRelativeCwd,
-	subagent.RuleInaccessibleCwd,
+// rules are the rules of this package, in the order declared above.
+var rules = []string{
 	RuleMissingParent,
 	RuleUnknownTool,
 	RuleParentNotFound,
@@ -60,6 +56,10 @@ var rejectionTypes = []string{
 	RuleInvalidWorkflowID,
 	RuleOutsideWorkspace,
 }
+
+// rejectionTypes are the ApplicationError types retry policies never retry: the rules of
+// package subagent, then those of this package.
+var rejectionTypes = append(subagent.Rules(), rules...)
 
 // RejectionRules returns the rules of every rejection: the ApplicationError types retry
 // policies never retry and Rejection recognises (docs/json.md lists them for callers in

@@ -25,9 +25,10 @@ POSTGRES_ENV = if [ -z "$$SUBFLOW_TEST_POSTGRES" ]; then \
 	fi
 
 # test is the README's test command: every test (the Postgres ones too, see POSTGRES_ENV),
-# the runtime packages again under -race, and a short run of each fuzz target.
+# the runtime packages again under -race, and a short run of each fuzz target. The end-to-end
+# package (test/) alone runs for about ten minutes on 2 cores, past go test's default timeout.
 test:
-	@$(POSTGRES_ENV); set -x; go test -count=1 $(PKGS) && go test -count=1 -race $(RACE_PKGS)
+	@$(POSTGRES_ENV); set -x; go test -count=1 -timeout 45m $(PKGS) && go test -count=1 -race $(RACE_PKGS)
 	$(MAKE) fuzz
 
 # check is what CI runs before the tests: formatting, vet on Linux and macOS (the Linux-only

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/subflow-dev/subflow/internal/harness/model"
 	"github.com/subflow-dev/subflow/workflows"
@@ -32,7 +33,11 @@ const (
 // writing every result to --out, and the worker program (its own process) runs them. A
 // 1,000-task batch runs first on the same server, and the ratios of the two are the cost
 // curve: runs/s and the starter's peak RSS at 10,000 over 1,000 (the starter streams results,
-// so its memory should not grow with the batch). It reports, for each size, runs/s from the
+// so its memory should not grow with the batch). Beside each size runs the engine's own
+// ceiling for it on the same server: a bare workflow running as many one-activity child
+// workflows, 50 at a time, continuing as new every DefaultContinueAsNewAfter children
+// (ceiling-children-runs/s-*, and runs/s-vs-ceiling-* the batch's share of it; ceiling-big-vs-ref
+// is how much of the slowdown with size is the engine's). It reports, for each size, runs/s from the
 // starter's start to its exit, the batch's history bytes per continue-as-new run (mean and
 // largest), and the peak RSS of the worker and of the starter (VmRSS sampled every 100 ms):
 //
@@ -51,9 +56,26 @@ func BenchmarkBatch10k(b *testing.B) {
 	}
 	scriptPath := filepath.Join(dir, "script.json")
 	require.NoError(b, os.WriteFile(scriptPath, []byte(`{"responses": [{"text": "done"}]}`), 0o644))
+	w := worker.New(env.c, ceilingQueue, worker.Options{})
+	w.RegisterWorkflow(oneActivityWorkflow)
+	w.RegisterWorkflow(childBatchWorkflow)
+	w.RegisterActivity(emptyActivity)
+	require.NoError(b, w.Start())
+	defer w.Stop()
+	ceilingRate := func(n int) float64 {
+		d := runCeiling(b, childBatchWorkflow, n, benchConcurrency, workflows.DefaultContinueAsNewAfter)
+		return float64(n) / d.Seconds()
+	}
 	for b.Loop() {
 		ref := starterBatch(b, bins, dir, scriptPath, batch10kReference)
+		refCeiling := ceilingRate(batch10kReference)
 		big := starterBatch(b, bins, dir, scriptPath, runs)
+		bigCeiling := ceilingRate(runs)
+		b.ReportMetric(refCeiling, "ceiling-children-runs/s-ref")
+		b.ReportMetric(bigCeiling, "ceiling-children-runs/s-big")
+		b.ReportMetric(bigCeiling/refCeiling, "ceiling-big-vs-ref")
+		b.ReportMetric(ref.runsPerSec/refCeiling, "runs/s-vs-ceiling-ref")
+		b.ReportMetric(big.runsPerSec/bigCeiling, "runs/s-vs-ceiling-big")
 		for _, m := range []struct {
 			size string
 			r    batchRun

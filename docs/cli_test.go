@@ -11,8 +11,8 @@ import (
 )
 
 // TestCLIFlagsDocumented checks that cli.md documents every flag of the worker program, of
-// its subcommands and of every starter subcommand (the keys of starter/main.go's commands
-// map, batchCommands in starter/batch_control.go, the deployment subcommands), as the real
+// its subcommands and of every starter subcommand (the keys of starter/internal/cli/cli.go's
+// commands map, batchCommands in its batch_control.go, the deployment subcommands), as the real
 // binaries' -h lists them. A flag of `starter batch results` is documented when a paragraph
 // or table row of cli.md that names `starter batch results` (or its parent, `starter batch`)
 // holds `--out`; a table row counts with the caption above its table.
@@ -27,12 +27,12 @@ func TestCLIFlagsDocumented(t *testing.T) {
 	for _, sub := range []string{"replay", "child-runtime", "version"} {
 		commands = append(commands, []string{"worker", sub})
 	}
-	for _, sub := range mapKeys(t, "../starter/main.go", `var commands = map\[string\]command\{([^}]*)\}`) {
+	for _, sub := range mapKeys(t, "../starter/internal/cli/cli.go", `var commands = map\[string\]command\{([^}]*)\}`) {
 		commands = append(commands, []string{"starter", sub})
 	}
 	nested := map[string][]string{
-		"batch":      mapKeys(t, "../starter/batch_control.go", `batchCommands = map\[string\]command\{([^}]*)\}`),
-		"deployment": mapKeys(t, "../starter/deployment.go", `want := map\[string\]int\{([^}]*)\}`),
+		"batch":      mapKeys(t, "../starter/internal/cli/batch_control.go", `batchCommands = map\[string\]command\{([^}]*)\}`),
+		"deployment": mapKeys(t, "../starter/internal/cli/deployment.go", `want := map\[string\]int\{([^}]*)\}`),
 	}
 	for parent, subs := range nested {
 		if len(subs) == 0 {

@@ -52,7 +52,7 @@ ui=$(sed -n 's/^Web UI *\(http[^ ]*\).*/\1/p' "$tmp/dev.out")
 echo "ui: server $TEMPORAL_ADDRESS, Web UI $ui"
 
 mkdir -p "$tmp/work"
-cp "$root/starter/demo/NOTES.md" "$tmp/work/" 2>/dev/null || echo "release checklist" >"$tmp/work/NOTES.md"
+cp "$root/starter/internal/cli/demo/NOTES.md" "$tmp/work/" 2>/dev/null || echo "release checklist" >"$tmp/work/NOTES.md"
 run() { # run NAME [starter run flags] TASK: prints the run's JSON line, keeps it in $tmp/NAME.json
   local name=$1; shift
   "$starter" run --cwd "$tmp/work" --model-provider scripted --json "$@" >"$tmp/$name.json" || true

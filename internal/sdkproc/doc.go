@@ -1,5 +1,5 @@
 // Package sdkproc is the SDK subprocess provider (contract §6): every delegation runs in a fresh
-// child runtime process (cmd/subflow-agent, or any command speaking the same protocol) driven
+// child runtime process (`worker child-runtime`, or any command speaking the same protocol) driven
 // over stdio JSON-RPC (package wire).
 //
 // A Provider is built once from a validated Config (LoadConfig, New). Provider.Start resolves

@@ -65,10 +65,10 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	badchildBin = filepath.Join(dir, "badchild")
-	agentBin = filepath.Join(dir, "subflow-agent")
+	agentBin = filepath.Join(dir, "worker") // run as: agentBin child-runtime …
 	for _, b := range []struct{ out, pkg string }{
 		{badchildBin, "./internal/sdkproc/testdata/badchild"},
-		{agentBin, "./cmd/subflow-agent"},
+		{agentBin, "./worker"},
 	} {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
 		cmd.Dir = "../.."

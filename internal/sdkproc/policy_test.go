@@ -42,7 +42,7 @@ func TestReadOnlyParentsSDKChildCannotWrite(t *testing.T) {
 	cfg, req := agentConfig(t,
 		`{"toolCalls": [{"name": "write_file", "input": {"path": "escaped.txt", "content": "written"}}]}`,
 		`{"text": "tried"}`)
-	root := cfg.Args[1]
+	root := cfg.Args[2]
 	h := newHarness(t, cfg, Options{})
 	r, err := h.p.StartRun(context.Background(), req, RunOptions{Sandbox: "read-only"})
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestSDKChildCannotReadAnotherRunsTranscript(t *testing.T) {
 	base := t.TempDir()
 	root := filepath.Join(base, "state", "sessions")
 	cfg, req := agentConfig(t)
-	cfg.Args = []string{"--session-root", root}
+	cfg.Args = []string{"child-runtime", "--session-root", root}
 	req.Parent.Cwd = base
 	require.NoError(t, os.WriteFile(filepath.Join(base, "script.json"),
 		[]byte(`{"responses": [{"text": "the first run's secret answer"}]}`), 0o644))

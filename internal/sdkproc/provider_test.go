@@ -105,7 +105,7 @@ func TestChildEnvironmentCanaries(t *testing.T) {
 	}
 	t.Setenv("HTTPS_PROXY", "http://u:p@proxy:3128")
 	t.Setenv("no_proxy", "localhost,.internal")
-	cfg := Config{Command: agentBin, Args: []string{"--session-root", t.TempDir()}, Provider: "scripted",
+	cfg := Config{Command: agentBin, Args: []string{"child-runtime", "--session-root", t.TempDir()}, Provider: "scripted",
 		Env: map[string]string{"DEEPSEEK_API_KEY": "explicit-key"}}
 	h := newHarness(t, cfg, Options{})
 	r := h.start(t, request(t, "hi"))

@@ -23,7 +23,7 @@ func agentConfig(t testing.TB, responses ...string) (Config, subagent.Request) {
 	require.NoError(t, os.WriteFile(filepath.Join(req.Parent.Cwd, "script.json"), []byte(script), 0o644))
 	return Config{
 		Command:           agentBin,
-		Args:              []string{"--session-root", t.TempDir()},
+		Args:              []string{"child-runtime", "--session-root", t.TempDir()},
 		Provider:          "scripted",
 		Model:             "script.json", // resolves against the session cwd
 		ShutdownTimeoutMs: 2000,
@@ -81,7 +81,7 @@ func TestRuntimeSessionHeader(t *testing.T) {
 	assert.Equal(t, "done", p.Tail)
 	require.NoError(t, r.Dispose(context.Background()))
 
-	raw, err := os.ReadFile(filepath.Join(cfg.Args[1], r.ID(), "header.json"))
+	raw, err := os.ReadFile(filepath.Join(cfg.Args[2], r.ID(), "header.json"))
 	require.NoError(t, err, "the child's transcript stays in its own session root")
 	assert.NoDirExists(t, filepath.Join(req.Parent.Cwd, ".subflow"), "never under the cwd")
 	var hdr session.Header

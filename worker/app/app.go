@@ -47,7 +47,7 @@ const ChildRuntimeArg = "child-runtime"
 // passing it the arguments after the subcommand; otherwise it returns at once.
 func MaybeRunChildRuntime() {
 	if len(os.Args) > 1 && os.Args[1] == ChildRuntimeArg {
-		os.Exit(server.MainArgs(os.Args[2:]))
+		os.Exit(server.Main(os.Args[2:]))
 	}
 }
 

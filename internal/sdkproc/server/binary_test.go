@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// agentBinary builds cmd/subflow-agent once per test binary and returns its path.
+// agentBinary builds the worker (whose child-runtime subcommand is the runtime) once per test
+// binary and returns its path; callers run it with the child-runtime argument first.
 func agentBinary(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() {
@@ -46,8 +47,8 @@ func agentBinary(tb testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		buildPath = filepath.Join(buildDir, "subflow-agent")
-		out, err := exec.Command("go", "build", "-o", buildPath, "github.com/subflow-dev/subflow/cmd/subflow-agent").CombinedOutput()
+		buildPath = filepath.Join(buildDir, "worker")
+		out, err := exec.Command("go", "build", "-o", buildPath, "github.com/subflow-dev/subflow/worker").CombinedOutput()
 		if err != nil {
 			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
 		}
@@ -72,7 +73,7 @@ type process struct {
 func startProcess(tb testing.TB, cwd string) *process {
 	tb.Helper()
 	sessions := tb.TempDir()
-	cmd := exec.Command(agentBinary(tb), "--session-root", sessions)
+	cmd := exec.Command(agentBinary(tb), "child-runtime", "--session-root", sessions)
 	cmd.Dir = cwd
 	p := &process{cmd: cmd, sessions: sessions, notes: &noteLog{}, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
@@ -173,7 +174,7 @@ func TestBinaryServesFramesAndHandlesSignals(t *testing.T) {
 	})
 
 	t.Run("bad arguments exit 2", func(t *testing.T) {
-		out, err := exec.Command(agentBinary(t), "--no-such-flag").CombinedOutput()
+		out, err := exec.Command(agentBinary(t), "child-runtime", "--no-such-flag").CombinedOutput()
 		var ee *exec.ExitError
 		require.ErrorAs(t, err, &ee, "output: %s", out)
 		assert.Equal(t, ExitUsage, ee.ExitCode())
@@ -189,7 +190,7 @@ func BenchmarkSpawnHandshake(b *testing.B) {
 	samples := make([]time.Duration, 0, b.N)
 	for b.Loop() {
 		start := time.Now()
-		cmd := exec.Command(bin)
+		cmd := exec.Command(bin, "child-runtime")
 		stdin, err := cmd.StdinPipe()
 		require.NoError(b, err)
 		stdout, err := cmd.StdoutPipe()

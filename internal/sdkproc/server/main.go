@@ -14,31 +14,28 @@ import (
 	"github.com/subflow-dev/subflow/subagent"
 )
 
-// Main runs the child runtime on the process's stdio with the command-line arguments
-// os.Args[1:] and returns the exit code (see MainArgs).
-func Main() int { return MainArgs(os.Args[1:]) }
-
-// MainArgs runs the child runtime on the process's stdio, so that any binary can offer it as a
-// subcommand (contract R-83): the worker calls MainArgs with the arguments after its subcommand.
+// Main runs the child runtime on the process's stdio, so that any binary can offer it as a
+// subcommand (contract R-83): app.MaybeRunChildRuntime, its only caller, passes the arguments
+// after the `child-runtime` subcommand.
 // The flags are --config FILE (presets, see Options.ConfigPath), --session-root DIR
 // (Options.SessionRoot) and --subagent-max-depth (Options.SubagentMaxDepth). It returns 0 after
 // `shutdown`, stdin EOF or SIGTERM, ExitInterrupted after SIGINT, ExitUsage for bad arguments.
-func MainArgs(args []string) int {
-	fs := flag.NewFlagSet("subflow-agent", flag.ContinueOnError)
+func Main(args []string) int {
+	fs := flag.NewFlagSet("child-runtime", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	config := fs.String("config", "", "JSON presets file adding to the built-in presets")
 	sessionRoot := fs.String("session-root", "", "directory of the runtime's own sessions (default $XDG_STATE_HOME/subflow/sdk-sessions, else ~/.local/state/subflow/sdk-sessions)")
 	var maxDepth subagent.MaxDepthSetting
 	fs.Var(&maxDepth, "subagent-max-depth", "depth cap of the sessions' subagent tool: a number or provider-managed (default 3)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: subflow-agent [--config FILE] [--session-root DIR] [--subagent-max-depth N]\n\nServes the child runtime's JSON-RPC protocol on stdin/stdout.")
+		fmt.Fprintln(fs.Output(), "usage: <worker or starter binary> child-runtime [--config FILE] [--session-root DIR] [--subagent-max-depth N]\n\nServes the child runtime's JSON-RPC protocol on stdin/stdout.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "subflow-agent: unexpected arguments: %q\n", fs.Args())
+		fmt.Fprintf(os.Stderr, "child-runtime: unexpected arguments: %q\n", fs.Args())
 		return ExitUsage
 	}
 
@@ -64,7 +61,7 @@ func MainArgs(args []string) int {
 	// environment (telemetry.ChildEnv). Tracing is never a reason not to serve.
 	tracing, err := telemetry.Setup(ctx, telemetry.ServiceAgent)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "subflow-agent: tracing off: %v\n", err)
+		fmt.Fprintf(os.Stderr, "child-runtime: tracing off: %v\n", err)
 		tracing = &telemetry.Tracing{}
 	}
 	code := Run(ctx, Options{
@@ -78,7 +75,7 @@ func MainArgs(args []string) int {
 		SubagentMaxDepth: maxDepth,
 	})
 	if err := tracing.Shutdown(); err != nil {
-		fmt.Fprintf(os.Stderr, "subflow-agent: %v\n", err)
+		fmt.Fprintf(os.Stderr, "child-runtime: %v\n", err)
 	}
 	if code == 0 && interrupted.Load() {
 		return ExitInterrupted

@@ -1,0 +1,142 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/internal/telemetry"
+	"github.com/subflow-dev/subflow/internal/telemetry/temporalotel"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// Main is the worker command's serve mode (the `worker` binary without a subcommand): it parses
+// args (the arguments after the program name) with the flag set name, connects to Temporal
+// from the standard client environment, sets up tracing and metrics, and serves until SIGINT
+// or SIGTERM. Flag errors go to stderr. It returns the process exit code: 0 after a clean
+// stop or -h, 2 for bad flags or log level, 1 for any other failure.
+func Main(name string, args []string, stderr io.Writer) int {
+	var opts Options
+	var sdkArgs, childEnv StringList
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&opts.TaskQueue, "task-queue", workflows.TaskQueue, "Temporal task queue to serve")
+	fs.StringVar(&opts.SessionRoot, "session-root", "",
+		"session directory (default $"+EnvSessionRoot+", else ~/.local/share/subflow/sessions)")
+	fs.StringVar(&opts.PresetsFile, "presets", "", "JSON presets file")
+	fs.StringVar(&opts.SDKCommand, "sdk-command", "", "sdk child command (default: this executable "+ChildRuntimeArg+")")
+	fs.Var(&sdkArgs, "sdk-arg", "argument of the sdk child command (repeatable)")
+	fs.Var(&childEnv, "child-env", "pass the environment variable `NAME` to sdk children besides the built-in allowlist (repeatable)")
+	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0,
+		"how often a running drive heartbeats, at most 1s; each heartbeat is one Temporal call (default $"+EnvHeartbeatInterval+", else 1s)")
+	limits := providerLimits{}
+	fs.Var(limits, "model-concurrency", "`PROVIDER=N`: at most N concurrent requests to the model provider across the cluster (repeatable; give every worker the same)")
+	rpm := providerLimits{}
+	fs.Var(rpm, "model-rpm", "`PROVIDER=N`: at most N requests to the model provider per minute across the cluster (repeatable; give every worker the same)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
+	fs.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
+		"activity slots of the worker (default: the Temporal SDK's, 1000)")
+	fs.StringVar(&opts.SubagentProvider, "subagent-provider", "",
+		"provider of subagent tool calls that name none (default spawn)")
+	fs.Var(&opts.SubagentMaxDepth, "subagent-max-depth",
+		"depth cap of the subagent tool: a number or provider-managed (default 3)")
+	fs.DurationVar(&opts.CleanupEvery, "gc-every", time.Hour,
+		"run the retention cleanup of the session store every `DURATION` on each queue served, as a Temporal Schedule (0: leave the schedule as it is)")
+	fs.DurationVar(&opts.Retention, "retention", 0,
+		"keep what closed runs stored for `DURATION` instead of the namespace's retention (default: the namespace's)")
+	fs.StringVar(&opts.DeploymentName, "deployment-name", "",
+		"join the Worker Deployment `NAME` (default $"+EnvDeploymentName+"; empty: unversioned)")
+	fs.StringVar(&opts.BuildID, "build-id", "",
+		"build id of this worker in its deployment (default $"+EnvBuildID+", else the binary's module version or VCS revision)")
+	fs.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker (repeatable)",
+		func(v string) error {
+			root, err := subflow.ParseWorkspaceRoot(v)
+			opts.WorkspaceRoots = append(opts.WorkspaceRoots, root)
+			return err
+		})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	opts.SDKArgs = sdkArgs
+	opts.ChildEnv = childEnv
+	opts.ModelConcurrency = limits
+	opts.ModelRequestsPerMinute = rpm
+
+	logger, err := NewLogger(*level)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	defer func() { _ = logger.Sync() }()
+	opts.Logger = logger
+
+	copts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		logger.Error("load Temporal client options", zap.Error(err))
+		return 1
+	}
+	copts.Logger = TemporalLogger(logger)
+	tracing, err := temporalotel.Setup(context.Background(), telemetry.ServiceWorker, &copts)
+	if err != nil {
+		logger.Error("set up tracing", zap.Error(err))
+		return 1
+	}
+	defer func() {
+		if err := tracing.Shutdown(); err != nil {
+			logger.Error("stop tracing", zap.Error(err))
+		}
+	}()
+	if tracing.On() {
+		logger.Info("exporting traces over OTLP")
+	}
+	if *metricsAddr != "" {
+		metrics, err := ServeMetrics(*metricsAddr, logger)
+		if err != nil {
+			logger.Error("serve metrics", zap.Error(err))
+			return 1
+		}
+		defer func() {
+			if err := metrics.Close(); err != nil {
+				logger.Error("stop metrics", zap.Error(err))
+			}
+		}()
+		copts.MetricsHandler = metrics.Handler()
+		logger.Info("serving metrics", zap.String("url", "http://"+metrics.Addr()+MetricsPath))
+	}
+	c, err := subflow.Dial(context.Background(), copts)
+	if err != nil {
+		logger.Error("connect to Temporal", zap.Error(err))
+		return 1
+	}
+	defer c.Close()
+
+	w, cleanup, err := New(c, opts)
+	if err != nil {
+		logger.Error("build worker", zap.Error(err))
+		return 1
+	}
+	defer func() {
+		if err := cleanup(); err != nil {
+			logger.Error("close session store", zap.Error(err))
+		}
+	}()
+	// Run stops the worker on SIGINT/SIGTERM and waits up to the stop timeout for running
+	// activities, which see the worker stop channel.
+	if err := w.Run(worker.InterruptCh()); err != nil {
+		logger.Error("worker", zap.Error(err))
+		return 1
+	}
+	return 0
+}

@@ -15,7 +15,7 @@ const stickyResetTimeout = 5 * time.Second
 
 // resetStickiness, in a retried Drive or RunSDKChild (attempt 2 and later), tells the server
 // to forget the workflow's sticky task queue, so the workflow task that follows the drive
-// goes to the normal queue at once (docs/benchmarks.md, "Recovery after a worker kill").
+// goes to the normal queue at once (docs/benchmarks.md, "Recovery as the user sees it").
 //
 // A drive is retried because its worker died, was cut off or stopped; the workflow's sticky
 // queue is most likely that worker's. The server sends the next workflow task to the sticky

@@ -21,7 +21,7 @@ import (
 // Main is the worker command's serve mode (the `worker` binary without a subcommand): it parses
 // args (the arguments after the program name) with the flag set name, connects to Temporal
 // from the standard client environment, sets up tracing and metrics, and serves until SIGINT
-// or SIGTERM. Flag errors go to stderr. It returns the process exit code: 0 after a clean
+// or SIGTERM. Flag errors and arguments that are not flags go to stderr. It returns the process exit code: 0 after a clean
 // stop or -h, 2 for bad flags or log level, 1 for any other failure.
 func Main(name string, args []string, stderr io.Writer) int {
 	var opts Options
@@ -67,6 +67,11 @@ func Main(name string, args []string, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		// A mistyped subcommand would otherwise start a worker that serves the default queue.
+		fmt.Fprintf(stderr, "worker: unexpected argument %q (subcommands: version, replay, %s)\n", fs.Arg(0), ChildRuntimeArg)
 		return 2
 	}
 	opts.SDKArgs = sdkArgs

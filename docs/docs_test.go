@@ -1,5 +1,6 @@
 // Package docs holds the user and contributor documentation; its tests keep the parts that
-// restate the code (the package graph, the search attributes) in step with it.
+// restate the code (the package graph, the search attributes, the flags, the paths, package
+// names and identifiers it names) in step with it.
 package docs
 
 import (

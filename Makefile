@@ -6,7 +6,10 @@ RACE_PKGS = ./subagent/... ./harness/... ./internal/subagent/... ./internal/harn
 # the library never does: devserver, starter, test, bench, docs, examples. `./...` alone stops at
 # a nested module's folder.
 PKGS = ./... ./devserver/... ./starter/... ./test/... ./bench/... ./docs/... ./examples/...
-FUZZTIME ?= 10s
+# FUZZTIME is a count of executions per fuzz target, not a duration: with a duration, Go 1.26's
+# fuzzing coordinator can fail a target that found nothing ("context deadline exceeded", no
+# input written) when its deadline races the workers' shutdown; a count has no deadline to race.
+FUZZTIME ?= 100000x
 # WORKFLOWCHECK is Temporal's static determinism checker, a module of its own (it adds nothing to
 # ours); `make check` runs it over every package that declares workflows.
 WORKFLOWCHECK = go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0

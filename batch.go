@@ -309,7 +309,7 @@ func childResult(ctx context.Context, c tclient.Client, ch listedChild) (workflo
 		// reference: read it back through the child's own task queue, whose workers reach
 		// the store it was written to.
 		if err := ResolveOutcome(ctx, c, ch.taskQueue, &res.Outcome); err != nil {
-			return workflows.BatchResult{}, fmt.Errorf("client: result of task %d of %s: %w", ch.index, ch.execution.GetWorkflowId(), err)
+			return workflows.BatchResult{}, fmt.Errorf("subflow: result of task %d of %s: %w", ch.index, ch.execution.GetWorkflowId(), err)
 		}
 	}
 	r := workflows.BatchResult{
@@ -441,7 +441,7 @@ func UpdateBatch(ctx context.Context, c tclient.Client, batchID, name string, su
 // unknown: the starter is newer than the workers (docs/compatibility.md, "Mixed releases").
 func updateError(batchID, name string, err error) error {
 	if strings.Contains(err.Error(), "unknown update "+name+".") {
-		return fmt.Errorf("client: update %q of batch %s is unknown to the worker running it: the starter is newer than the workers; upgrade the workers: %w",
+		return fmt.Errorf("subflow: update %q of batch %s is unknown to the worker running it: the starter is newer than the workers; upgrade the workers: %w",
 			name, batchID, err)
 	}
 	return err

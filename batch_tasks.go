@@ -19,7 +19,7 @@ import (
 func BatchTasks(ctx context.Context, c tclient.Client, id string) (map[int]workflows.Task, workflows.TaskDefaults, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return nil, workflows.TaskDefaults{}, fmt.Errorf("client: tasks of batch %s: %w", id, err)
+		return nil, workflows.TaskDefaults{}, fmt.Errorf("subflow: tasks of batch %s: %w", id, err)
 	}
 	tasks := map[int]workflows.Task{}
 	var defaults workflows.TaskDefaults
@@ -31,14 +31,14 @@ func BatchTasks(ctx context.Context, c tclient.Client, id string) (map[int]workf
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
-				return nil, defaults, fmt.Errorf("client: history of batch %s run %s: %w", id, runID, err)
+				return nil, defaults, fmt.Errorf("subflow: history of batch %s run %s: %w", id, runID, err)
 			}
 			switch {
 			case first && ev.GetWorkflowExecutionStartedEventAttributes() != nil:
 				var in workflows.BatchInput
 				if p := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads(); len(p) > 0 {
 					if err := dc.FromPayload(p[0], &in); err != nil {
-						return nil, defaults, fmt.Errorf("client: input of batch %s: %w", id, err)
+						return nil, defaults, fmt.Errorf("subflow: input of batch %s: %w", id, err)
 					}
 				}
 				defaults = in.Defaults
@@ -53,7 +53,7 @@ func BatchTasks(ctx context.Context, c tclient.Client, id string) (map[int]workf
 				}
 				var page workflows.TaskPage
 				if err := dc.FromPayload(p[0], &page); err != nil {
-					return nil, defaults, fmt.Errorf("client: page of batch %s: %w", id, err)
+					return nil, defaults, fmt.Errorf("subflow: page of batch %s: %w", id, err)
 				}
 				for i, t := range page.Tasks {
 					tasks[page.First+i] = t

@@ -54,7 +54,7 @@ var hidden = temporal.NewSearchAttributes(workflows.HiddenDivisionKey.ValueSet(w
 // runs at a time for the queue, whichever workers serve it.
 func EnsureCleanupSchedule(ctx context.Context, c tclient.Client, opts CleanupScheduleOptions) error {
 	if opts.Every <= 0 {
-		return fmt.Errorf("client: cleanup schedule: interval %v must be positive", opts.Every)
+		return fmt.Errorf("subflow: cleanup schedule: interval %v must be positive", opts.Every)
 	}
 	queue := opts.TaskQueue
 	if queue == "" {
@@ -75,7 +75,7 @@ func EnsureCleanupSchedule(ctx context.Context, c tclient.Client, opts CleanupSc
 	})
 	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
 		if err != nil {
-			return fmt.Errorf("client: create cleanup schedule %s: %w", id, err)
+			return fmt.Errorf("subflow: create cleanup schedule %s: %w", id, err)
 		}
 		return nil
 	}
@@ -91,7 +91,7 @@ func EnsureCleanupSchedule(ctx context.Context, c tclient.Client, opts CleanupSc
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("client: update cleanup schedule %s: %w", id, err)
+		return fmt.Errorf("subflow: update cleanup schedule %s: %w", id, err)
 	}
 	return nil
 }
@@ -121,13 +121,13 @@ func RunCleanup(ctx context.Context, c tclient.Client, opts CleanupOptions) (wor
 	}, workflows.CleanupWorkflowName, workflows.CleanupInput{OlderThan: opts.OlderThan, DryRun: opts.DryRun})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return res, fmt.Errorf("client: cleanup %s: %w", id, ErrCleanupRunning)
+		return res, fmt.Errorf("subflow: cleanup %s: %w", id, ErrCleanupRunning)
 	}
 	if err != nil {
-		return res, fmt.Errorf("client: cleanup %s: %w", id, err)
+		return res, fmt.Errorf("subflow: cleanup %s: %w", id, err)
 	}
 	if err := run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("client: cleanup %s: %w", id, err)
+		return res, fmt.Errorf("subflow: cleanup %s: %w", id, err)
 	}
 	return res, nil
 }

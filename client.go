@@ -89,7 +89,7 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	}
 	run, err := op.Get(ctx)
 	if err != nil {
-		return workflows.Published{}, nil, fmt.Errorf("client: start %s: %w", id, err)
+		return workflows.Published{}, nil, fmt.Errorf("subflow: start %s: %w", id, err)
 	}
 	return pub, run, nil
 }
@@ -106,7 +106,7 @@ func startError(workflowID string, err error) error {
 	if ve := workflows.Rejection(err); ve != nil {
 		return ve
 	}
-	return fmt.Errorf("client: start %s: %w", workflowID, err)
+	return fmt.Errorf("subflow: start %s: %w", workflowID, err)
 }
 
 // Describe returns the status of a run: the workflow's status query, with workflows.Progress filled
@@ -117,17 +117,17 @@ func Describe(ctx context.Context, c tclient.Client, workflowID, runID string) (
 	var st workflows.Status
 	val, err := c.QueryWorkflow(ctx, workflowID, runID, workflows.QueryStatus)
 	if err != nil {
-		return workflows.Status{}, fmt.Errorf("client: query status of %s: %w", workflowID, err)
+		return workflows.Status{}, fmt.Errorf("subflow: query status of %s: %w", workflowID, err)
 	}
 	if err := val.Get(&st); err != nil {
-		return workflows.Status{}, fmt.Errorf("client: decode status of %s: %w", workflowID, err)
+		return workflows.Status{}, fmt.Errorf("subflow: decode status of %s: %w", workflowID, err)
 	}
 	if st.Phase != workflows.PhasePublishing && st.Phase != workflows.PhaseDriving {
 		return st, nil
 	}
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
 	if err != nil {
-		return workflows.Status{}, fmt.Errorf("client: describe %s: %w", workflowID, err)
+		return workflows.Status{}, fmt.Errorf("subflow: describe %s: %w", workflowID, err)
 	}
 	for _, pa := range desc.GetPendingActivities() {
 		name := pa.GetActivityType().GetName()
@@ -136,7 +136,7 @@ func Describe(ctx context.Context, c tclient.Client, workflowID, runID string) (
 		}
 		var p workflows.Progress
 		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p); err != nil {
-			return workflows.Status{}, fmt.Errorf("client: decode progress of %s: %w", workflowID, err)
+			return workflows.Status{}, fmt.Errorf("subflow: decode progress of %s: %w", workflowID, err)
 		}
 		st.Progress = &p
 	}

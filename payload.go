@@ -37,20 +37,20 @@ func ResolveOutcome(ctx context.Context, c tclient.Client, taskQueue string, out
 			TypedSearchAttributes: hidden,
 		}, workflows.FetchPayloadWorkflowName, in)
 		if err != nil {
-			return fmt.Errorf("client: fetch result %s: %w", ref.ID, err)
+			return fmt.Errorf("subflow: fetch result %s: %w", ref.ID, err)
 		}
 		var part []byte
 		if err := run.Get(ctx, &part); err != nil {
-			return fmt.Errorf("client: fetch result %s: %w", ref.ID, err)
+			return fmt.Errorf("subflow: fetch result %s: %w", ref.ID, err)
 		}
 		data = append(data, part...)
 	}
 	if int64(len(data)) != ref.Size {
-		return fmt.Errorf("client: fetch result %s: got %d bytes, want %d", ref.ID, len(data), ref.Size)
+		return fmt.Errorf("subflow: fetch result %s: got %d bytes, want %d", ref.ID, len(data), ref.Size)
 	}
 	stop := out.Result.StopReason
 	if err := json.Unmarshal(data, &out.Result); err != nil {
-		return fmt.Errorf("client: decode result %s: %w", ref.ID, err)
+		return fmt.Errorf("subflow: decode result %s: %w", ref.ID, err)
 	}
 	out.Result.StopReason = stop
 	out.ResultRef = nil

@@ -99,7 +99,7 @@ func RouteWorkspace(ctx context.Context, c tclient.Client, taskQueue, cwd string
 	}
 	w, err := ReadWorkspaces(ctx, c, taskQueue)
 	if err != nil {
-		return "", fmt.Errorf("client: route the cwd %s: %w", cwd, err)
+		return "", fmt.Errorf("subflow: route the cwd %s: %w", cwd, err)
 	}
 	return w.Route(cwd)
 }

@@ -10,7 +10,7 @@ const MaxTail = 1024
 
 // Progress is what a running child has done so far (contract R-73): the drivers (package
 // inprocess and sdkproc) report it, the activities heartbeat it as the detail of Drive and
-// RunSDKChild, and callers read it from the pending activity (client.Describe); the workflow
+// RunSDKChild, and callers read it from the pending activity (subflow.Describe); the workflow
 // never sees it.
 //
 // Summary repeats the figures as one human line (String), first in the JSON so the Temporal

@@ -8,9 +8,10 @@
 //	       [--subagent-provider spawn] [--subagent-max-depth 3] [--heartbeat-interval 1s]
 //	       [--gc-every 1h] [--retention DURATION]
 //	       [--deployment-name NAME [--build-id ID]]
-//	worker replay [--dir DIR]... [--closed N] [--deployment-name NAME] [--build-id ID]
+//	worker replay [--dir DIR]... [--task-queue Q]... [--closed N] [--deployment-name NAME]
+//	       [--build-id ID] [-v]
 //	worker version
-//	worker child-runtime [--config FILE]
+//	worker child-runtime [--config FILE] [--session-root DIR] [--subagent-max-depth N]
 //
 // With --deployment-name (or $SUBFLOW_DEPLOYMENT_NAME) the worker joins that Worker
 // Deployment as version --build-id (or $SUBFLOW_BUILD_ID, else the binary's module version
@@ -21,7 +22,8 @@
 //
 // The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, temporal.toml profiles); the DeepSeek key from DEEPSEEK_API_KEY;
-// SUBFLOW_SESSION_ROOT and SUBFLOW_SESSION_STORE choose the session store;
+// --session-root, else SUBFLOW_SESSION_STORE, else SUBFLOW_SESSION_ROOT chooses the session
+// store (a directory or a postgres:// URL);
 // SUBFLOW_HEARTBEAT_INTERVAL is the default of --heartbeat-interval. Logs are JSON lines
 // on stderr; with --metrics-addr the Temporal SDK's metrics are served for Prometheus on
 // http://ADDR/metrics; with OTEL_EXPORTER_OTLP_ENDPOINT set, traces are exported over OTLP

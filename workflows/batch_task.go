@@ -41,7 +41,7 @@ type Task struct {
 	// Timeout is the run's deadline, a Go duration such as "90s" or "10m" (StartInput.Timeout).
 	Timeout string `json:"timeout,omitempty"`
 	// TaskQueue is the task queue the task's child starts on, set by the starter from the
-	// workspace root holding its cwd (client.Workspaces.RouteTask); empty means the batch's
+	// workspace root holding its cwd (subflow.Workspaces.RouteTask); empty means the batch's
 	// children's queue. A batch file cannot set it (ParseTaskLine).
 	TaskQueue string `json:"taskQueue,omitempty"`
 }

@@ -1,7 +1,7 @@
 // Package workflows holds the deterministic Temporal code of subflow: the StartSubagent
 // workflow, the names and payload types it shares with the activities that implement its
 // steps (package activities) and with the programs that start it. Programs start and
-// inspect runs through package client (Start, Describe).
+// inspect runs through package subflow, the module root (Start, Describe).
 //
 // The package does no I/O and imports none of this module's I/O packages (the session
 // stores, the tools, the providers, the activities): TestWorkflowsStayPure enforces it.
@@ -21,7 +21,7 @@
 // StartInput.ChildID, when set, is used unchanged; when empty the workflow generates a UUID
 // in a side effect, so replays and retried activities see the same id. Callers that need
 // the id before starting (to name the workflow "subagent-<childId>", see WorkflowID) choose
-// it themselves: client.Start does exactly that when StartOptions.Input.ChildID is empty.
+// it themselves: subflow.Start does exactly that when StartOptions.Input.ChildID is empty.
 //
 // # Contract for the activities
 //

@@ -194,7 +194,7 @@ func (h *harness) sendUpdate() *updateAnswer {
 	return u
 }
 
-// run runs StartSubagent to its end, started as client.Start starts it: with the search
+// run runs StartSubagent to its end, started as subflow.Start starts it: with the search
 // attributes StartAttributes returns (unless bareStart), which Attrs then includes.
 func (h *harness) run(t *testing.T, in StartInput) {
 	t.Helper()

@@ -16,7 +16,7 @@ import (
 // Outcome carries a PayloadRef instead of the output and the structured value.
 //
 // A caller resolves the reference through Temporal, never through the store, since a
-// starter may run on a host without store access: client.ResolveOutcome runs FetchPayload
+// starter may run on a host without store access: subflow.ResolveOutcome runs FetchPayload
 // workflows, each of which reads at most FetchChunks chunks through the ReadPayload activity
 // on a worker and returns them. A closed run cannot take updates and a query cannot run an
 // activity, hence a short workflow per fetch; each keeps its bytes in its own history, under

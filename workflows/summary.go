@@ -20,7 +20,7 @@ const detailsPromptLimit = 500
 func WorkflowID(childID string) string { return "subagent-" + childID }
 
 // StartMetadata is what the start options of a StartSubagent run say about it, the same
-// whoever starts it (client.Start, a batch's children, nested delegations, ExecuteSubagent):
+// whoever starts it (subflow.Start, a batch's children, nested delegations, ExecuteSubagent):
 // the UI's summary and details and the search attributes known at start.
 type StartMetadata struct {
 	Summary          string                    // StaticSummary: Summary(in)

@@ -158,7 +158,7 @@ type Outcome struct {
 	Depth   int64           `json:"depth"`
 	Result  subagent.Result `json:"result"`
 	// ResultRef, when set, says the result was too big to travel inline (PayloadThreshold):
-	// Result holds only the stop reason, and client.ResolveOutcome fetches the rest.
+	// Result holds only the stop reason, and subflow.ResolveOutcome fetches the rest.
 	ResultRef *PayloadRef `json:"resultRef,omitempty"`
 	// Usage is the tokens the child's turn used, summed over its model requests.
 	Usage session.Usage `json:"usage,omitzero"`

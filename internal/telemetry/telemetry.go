@@ -1,7 +1,7 @@
 // Package telemetry sets up OpenTelemetry tracing for subflow's programs from the standard
 // OTEL_* environment (docs/tracing.md) and holds the span helpers the agent loop uses for
 // model requests and tool calls (GenAI semantic conventions). It knows nothing of Temporal:
-// the Temporal side is package telemetry/temporalotel.
+// the Temporal side is package internal/telemetry/temporalotel.
 //
 // Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
 // set: then the global tracer provider stays OpenTelemetry's no-op one, every span helper

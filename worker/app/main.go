@@ -30,7 +30,8 @@ func Main(name string, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.StringVar(&opts.TaskQueue, "task-queue", workflows.TaskQueue, "Temporal task queue to serve")
 	fs.StringVar(&opts.SessionRoot, "session-root", "",
-		"session directory (default $"+EnvSessionRoot+", else ~/.local/share/subflow/sessions)")
+		"session store: a directory or a postgres:// URL (default $"+EnvSessionStore+", else $"+EnvSessionRoot+
+			", else $XDG_DATA_HOME/subflow/sessions or ~/.local/share/subflow/sessions)")
 	fs.StringVar(&opts.PresetsFile, "presets", "", "JSON presets file")
 	fs.StringVar(&opts.SDKCommand, "sdk-command", "", "sdk child command (default: this executable "+ChildRuntimeArg+")")
 	fs.Var(&sdkArgs, "sdk-arg", "argument of the sdk child command (repeatable)")

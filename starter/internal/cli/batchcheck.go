@@ -113,7 +113,7 @@ func (b *badLines) err() error {
 }
 
 // routeTasks routes every task of p to the task queue of the workspace root that holds its
-// cwd (client.Workspaces.RouteTask), reading the roots the workers of p.in.TaskQueue serve
+// cwd (subflow.Workspaces.RouteTask), reading the roots the workers of p.in.TaskQueue serve
 // once for the whole batch. Tasks whose cwd no worker serves are a usageError naming each
 // (p.where) and its cwd, like the other bad lines: nothing starts.
 func routeTasks(ctx context.Context, c client.Client, p *batchPlan) error {

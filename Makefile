@@ -38,14 +38,14 @@ test:
 # pieces sit behind build tags with a portable fallback), and the structure tests: workflow
 # code reaches no I/O package, the documented package graph matches `go list`, the
 # search-attribute list of the deploy script and the README matches the Go one, every rule id a
-# file cites is defined in docs/contract.md, and workflowcheck finds no non-determinism; and the
-# replay gate (`worker replay`, docs/deployment.md) over the recorded histories, as a deploy
-# pipeline runs it.
+# file cites is defined in docs/contract.md, every path, package and identifier the docs name
+# exists, and workflowcheck finds no non-determinism; and the replay gate (`worker replay`,
+# docs/deployment.md) over the recorded histories, as a deploy pipeline runs it.
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS)
 	GOOS=darwin go vet $(PKGS)
-	go test -count=1 -run 'TestWorkflowsStayPure|TestPackageGraph|TestSearchAttributes|TestContractCitations' ./workflows ./docs/...
+	go test -count=1 -run 'TestWorkflowsStayPure|TestPackageGraph|TestSearchAttributes|TestContractCitations|TestDocsName' ./workflows ./docs/...
 	go run $(WORKFLOWCHECK) -config workflowcheck.config.yaml -show-pos ./workflows/... ./examples/...
 	go run ./worker replay --dir workflows/testdata
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -61,7 +62,7 @@ func EnsureCleanupSchedule(ctx context.Context, c tclient.Client, opts CleanupSc
 		queue = workflows.TaskQueue
 	}
 	id := CleanupScheduleID(queue)
-	spec := tclient.ScheduleSpec{Intervals: []tclient.ScheduleIntervalSpec{{Every: opts.Every}}}
+	spec := tclient.ScheduleSpec{Intervals: []tclient.ScheduleIntervalSpec{{Every: opts.Every, Offset: cleanupOffset(id, opts.Every)}}}
 	action := &tclient.ScheduleWorkflowAction{
 		ID:                    id,
 		Workflow:              workflows.CleanupWorkflowName,
@@ -94,6 +95,19 @@ func EnsureCleanupSchedule(ctx context.Context, c tclient.Client, opts CleanupSc
 		return fmt.Errorf("subflow: update cleanup schedule %s: %w", id, err)
 	}
 	return nil
+}
+
+// cleanupOffset is where in each interval the schedule id's cleanup fires: a whole number of
+// seconds below every, fixed by the id. An interval spec counts from the Unix epoch, so
+// without an offset every queue's hourly cleanup would hit the store at the same full hour.
+func cleanupOffset(id string, every time.Duration) time.Duration {
+	secs := uint64(every / time.Second)
+	if secs < 2 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return time.Duration(h.Sum64()%secs) * time.Second
 }
 
 // ErrCleanupRunning is returned by RunCleanup while another cleanup run now is under way.

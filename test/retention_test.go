@@ -76,9 +76,9 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	require.NoError(t, store.Append(ctx, legacy, ev))
 	before := footprint(t, f.store, nil)
 
-	// The worker creates the queue's cleanup Schedule, which the test triggers itself: an
-	// interval schedule fires on multiples of its interval since the epoch, so the default
-	// hourly one would clean up on its own at the next full hour, in the middle of the test.
+	// The worker creates the queue's cleanup Schedule, which the test triggers itself: the
+	// default hourly one would clean up on its own once within the hour, in the middle of the
+	// test.
 	w1 := f.startWorker("--retention", "1m", "--gc-every", "8760h")
 	long := f.startWorkerOn(queue2, "--gc-every", "0")
 	cwd := t.TempDir()

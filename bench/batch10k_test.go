@@ -39,7 +39,7 @@ const (
 // (ceiling-children-runs/s-*, and runs/s-vs-ceiling-* the batch's share of it; ceiling-big-vs-ref
 // is how much of the slowdown with size is the engine's). It reports, for each size, runs/s from the
 // starter's start to its exit, the batch's history bytes per continue-as-new run (mean and
-// largest), and the peak RSS of the worker and of the starter (VmRSS sampled every 100 ms):
+// largest), and the peak RSS of the worker and of the starter (VmHWM, read every 100 ms):
 //
 //	go test -run '^$' -bench Batch10k -benchtime 1x -timeout 60m ./bench/
 func BenchmarkBatch10k(b *testing.B) {
@@ -139,8 +139,9 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 	return r
 }
 
-// peakRSS samples the RSS of process pid every 100 ms until the returned function is
-// called, which returns the largest sample in MB.
+// peakRSS reads the high-water mark of process pid's RSS (VmHWM) every 100 ms until the
+// returned function is called, which returns the last one read in MB: the process's peak
+// but for its last 100 ms.
 func peakRSS(pid int) func() float64 {
 	done := make(chan struct{})
 	result := make(chan float64, 1)
@@ -149,7 +150,7 @@ func peakRSS(pid int) func() float64 {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if kb, err := rssKB(pid); err == nil {
+			if kb, err := procStatusKB(pid, "VmHWM"); err == nil {
 				peak = max(peak, kb)
 			}
 			select {

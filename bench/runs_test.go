@@ -173,7 +173,11 @@ func procState(stat []byte) (state byte, ppid int) {
 }
 
 // rssKB returns VmRSS of a process (pid 0: this one) in KiB, from /proc/<pid>/status.
-func rssKB(pid int) (int64, error) {
+func rssKB(pid int) (int64, error) { return procStatusKB(pid, "VmRSS") }
+
+// procStatusKB returns a field given in kB of /proc/<pid>/status (pid 0: this process):
+// VmRSS, the resident set now, or VmHWM, its high-water mark.
+func procStatusKB(pid int, field string) (int64, error) {
 	p := "/proc/self/status"
 	if pid != 0 {
 		p = filepath.Join("/proc", strconv.Itoa(pid), "status")
@@ -183,11 +187,11 @@ func rssKB(pid int) (int64, error) {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in %s", p)
+	return 0, fmt.Errorf("no %s in %s", field, p)
 }
 
 // envCount returns the positive integer in the environment variable name, else def.

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/subflow-dev/subflow/internal/harness/model"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

@@ -16,11 +16,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
-	"github.com/subflow-dev/subflow/internal/harness/model"
-	"github.com/subflow-dev/subflow/internal/harness/tools"
-	"github.com/subflow-dev/subflow/internal/inprocess"
+	"github.com/subflow-dev/subflow/harness/tools"
+	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

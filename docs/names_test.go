@@ -47,7 +47,7 @@ var repoPath = regexp.MustCompile(`^(\.ci|bench|deploy|devserver|docs|examples|h
 var goIdent = regexp.MustCompile(`^(.*)\.[A-Z][A-Za-z0-9]*$`)
 
 // TestDocsNameExistingPaths keeps the documentation's file and package names in step with a
-// moving tree: every code span that names a path of the repository (`internal/sdkproc/wire`,
+// moving tree: every code span that names a path of the repository (`internal/wire`,
 // `workflows/options.go`) names one that exists, and every "package `X`" names a folder of Go
 // code (or the module root, package `subflow`).
 func TestDocsNameExistingPaths(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subflow-dev/subflow/internal/harness/model"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

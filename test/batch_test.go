@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow"
-	"github.com/subflow-dev/subflow/internal/harness/model"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

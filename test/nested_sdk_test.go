@@ -11,8 +11,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/subflow-dev/subflow/harness/session"
-	subagenttool "github.com/subflow-dev/subflow/internal/subagent/tool"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )

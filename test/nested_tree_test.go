@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/session"
-	"github.com/subflow-dev/subflow/internal/activities"
-	subagenttool "github.com/subflow-dev/subflow/internal/subagent/tool"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

@@ -19,8 +19,8 @@ import (
 
 	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/devserver"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
-	"github.com/subflow-dev/subflow/internal/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

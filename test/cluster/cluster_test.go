@@ -23,9 +23,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
-	"github.com/subflow-dev/subflow/internal/harness/model"
-	subagenttool "github.com/subflow-dev/subflow/internal/subagent/tool"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
+	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

@@ -29,14 +29,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/activities"
+	"github.com/subflow-dev/subflow/harness/agent"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
-	"github.com/subflow-dev/subflow/internal/activities"
-	"github.com/subflow-dev/subflow/internal/harness/agent"
-	"github.com/subflow-dev/subflow/internal/harness/model"
-	"github.com/subflow-dev/subflow/internal/harness/tools"
-	"github.com/subflow-dev/subflow/internal/sdkproc"
-	"github.com/subflow-dev/subflow/internal/sdkproc/server"
+	"github.com/subflow-dev/subflow/harness/tools"
+	"github.com/subflow-dev/subflow/internal/childruntime"
 	"github.com/subflow-dev/subflow/internal/telemetry"
+	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/subagent"
 )
 
@@ -47,7 +47,7 @@ const ChildRuntimeArg = "child-runtime"
 // passing it the arguments after the subcommand; otherwise it returns at once.
 func MaybeRunChildRuntime() {
 	if len(os.Args) > 1 && os.Args[1] == ChildRuntimeArg {
-		os.Exit(server.Main(os.Args[2:]))
+		os.Exit(childruntime.Main(os.Args[2:]))
 	}
 }
 
@@ -390,7 +390,7 @@ func sdkSessionRoots(opts Options) []string {
 			roots = append(roots, opts.SDKArgs[i+1])
 		}
 	}
-	if r, err := server.DefaultSessionRoot(); err == nil {
+	if r, err := childruntime.DefaultSessionRoot(); err == nil {
 		roots = append(roots, r)
 	}
 	if home, err := os.UserHomeDir(); err == nil {

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
-	"github.com/subflow-dev/subflow/internal/activities"
 	"github.com/subflow-dev/subflow/workflows"
 )
 

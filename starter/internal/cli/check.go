@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/subflow-dev/subflow/internal/harness/model"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )

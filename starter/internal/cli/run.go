@@ -20,8 +20,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
-	"github.com/subflow-dev/subflow/internal/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"

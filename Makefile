@@ -1,6 +1,6 @@
 # Race-checked packages: everything with goroutines of its own and no embedded server
 # (the race build of the Temporal server would take longer than the tests themselves).
-RACE_PKGS = ./subagent/... ./harness/... ./internal/subagent/... ./harness/... ./sdkproc/... ./inprocess/...
+RACE_PKGS = ./subagent/... ./harness/... ./sdkproc/... ./inprocess/... ./internal/wire/... ./internal/childruntime/...
 # PKGS is every package of the workspace (go.work): the library module at the root, and the
 # modules that carry the embedded Temporal server's requirements so that a user's module importing
 # the library never does: devserver, starter, test, bench, docs, examples. `./...` alone stops at

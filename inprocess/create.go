@@ -109,7 +109,7 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 		return plan{}, nil, err
 	}
 	if ctx.Err() != nil {
-		return plan{}, nil, ErrAbortedBeforePublication
+		return plan{}, nil, subagent.AbortedBeforeStart(ctx, ErrAbortedBeforePublication)
 	}
 	parentID := req.Parent.SessionID
 	if parentID == "" {
@@ -244,7 +244,7 @@ func (h *Host) persist(ctx context.Context, p plan) (err error) {
 		return fmt.Errorf("inprocess: create %s: %w", id, err)
 	}
 	if ctx.Err() != nil {
-		return ErrAbortedBeforePublication
+		return subagent.AbortedBeforeStart(ctx, ErrAbortedBeforePublication)
 	}
 	return nil
 }

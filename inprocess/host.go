@@ -15,8 +15,10 @@ import (
 	"github.com/subflow-dev/subflow/harness/tools"
 )
 
-// ErrAbortedBeforePublication is returned by Create and Start when the context is cancelled
-// before the child was published. Nothing is left behind.
+// ErrAbortedBeforePublication is matched by the error Create and Start return when the context
+// is done before the child was published; nothing is left behind. The error reads exactly as
+// this sentinel and also matches the context's own error, context.Canceled or
+// context.DeadlineExceeded.
 var ErrAbortedBeforePublication = errors.New("subagent request was aborted before child publication")
 
 // ErrAlreadyLive is returned by Drive when this Host already runs the child.

@@ -49,7 +49,7 @@ func (h *Host) Start(ctx context.Context, req subagent.Request, opts StartOption
 		return nil, err
 	}
 	if ctx.Err() != nil {
-		err = ErrAbortedBeforePublication
+		err = subagent.AbortedBeforeStart(ctx, ErrAbortedBeforePublication)
 	} else {
 		err = h.publish(c)
 	}

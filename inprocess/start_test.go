@@ -125,9 +125,25 @@ func TestCancelledBeforeStartCreatesNothing(t *testing.T) {
 	_, err := f.host.Start(ctx, request(parent, "go"), StartOptions{ChildID: childID})
 	require.EqualError(t, err, "subagent request was aborted before child publication")
 	require.ErrorIs(t, err, ErrAbortedBeforePublication)
+	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, []string{parent}, f.sessions(t))
 	assert.NoDirExists(t, filepath.Join(f.store.Root(), childID))
 	assert.Empty(t, f.host.Live())
+}
+
+// A deadline already passed reads as the deadline, not as a cancel, with the contract's message.
+func TestDeadlineBeforeStartIsDeadlineExceeded(t *testing.T) {
+	f := newFixture(t)
+	parent := f.parent(t, session.Header{Route: route("child.json")})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+
+	_, err := f.host.Start(ctx, request(parent, "go"), StartOptions{ChildID: uuid.NewString()})
+	require.EqualError(t, err, "subagent request was aborted before child publication")
+	require.ErrorIs(t, err, ErrAbortedBeforePublication)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, context.Canceled)
+	assert.Equal(t, []string{parent}, f.sessions(t))
 }
 
 func TestUnknownToolInFilterFailsStartAndLeavesNothing(t *testing.T) {

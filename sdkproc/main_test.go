@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/internal/childruntime"
 	"github.com/subflow-dev/subflow/subagent"
 )
 
@@ -28,6 +29,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary serves the child runtime itself, as any program calling
+	// app.MaybeRunChildRuntime does: Example spawns it.
+	if len(os.Args) > 1 && os.Args[1] == "child-runtime" {
+		os.Exit(childruntime.Main(os.Args[2:]))
+	}
 	if bin := os.Getenv(workerEnv); bin != "" {
 		os.Exit(runWorker(bin))
 	}
@@ -71,7 +77,7 @@ func runTests(m *testing.M) int {
 		{agentBin, "./worker"},
 	} {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = "../.."
+		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
 			return 1

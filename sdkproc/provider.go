@@ -21,9 +21,10 @@ import (
 	"github.com/subflow-dev/subflow/subagent/workdir"
 )
 
-// ErrAbortedBeforeStart is returned by Start when its context is done before the handshake
-// completed: nothing was spawned, or the child was reaped before Start returned. Its message
-// is exactly the contract's.
+// ErrAbortedBeforeStart is matched by the error Start returns when its context is done before
+// the handshake completed: nothing was spawned, or the child was reaped before Start returned.
+// The error reads exactly as the contract's message and also matches the context's own
+// error, context.Canceled or context.DeadlineExceeded.
 var ErrAbortedBeforeStart = errors.New("subagent request was aborted before the SDK child started")
 
 // Options are the runtime dependencies of a Provider. The zero value is ready to use.
@@ -129,7 +130,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 		return nil, fmt.Errorf("%s: remaining maxDepth %d is not a non-negative safe integer", messagePrefix, *opts.MaxDepth)
 	}
 	if ctx.Err() != nil {
-		return nil, ErrAbortedBeforeStart
+		return nil, subagent.AbortedBeforeStart(ctx, ErrAbortedBeforeStart)
 	}
 	id := opts.ID
 	if id == "" {
@@ -171,7 +172,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 		r.releasePermits()
 		switch {
 		case ctx.Err() != nil:
-			err = ErrAbortedBeforeStart
+			err = subagent.AbortedBeforeStart(ctx, ErrAbortedBeforeStart)
 		case errors.Is(err, wire.ErrInputClosed) || errors.Is(err, errChildExited):
 			err = c.exitError()
 		}

@@ -181,6 +181,7 @@ func TestStartWithCancelledContextSpawnsNothing(t *testing.T) {
 	_, err := h.p.Start(ctx, request(t, "hi"))
 	require.EqualError(t, err, "subagent request was aborted before the SDK child started")
 	require.ErrorIs(t, err, ErrAbortedBeforeStart)
+	require.ErrorIs(t, err, context.Canceled)
 	_, statErr := os.Stat(marker)
 	assert.True(t, errors.Is(statErr, os.ErrNotExist), "the command must not have run")
 }
@@ -199,7 +200,21 @@ func TestCancelDuringHandshakeRejectsAfterReap(t *testing.T) {
 	err := <-errc
 	require.EqualError(t, err, "subagent request was aborted before the SDK child started")
 	require.ErrorIs(t, err, ErrAbortedBeforeStart)
+	require.ErrorIs(t, err, context.Canceled)
 	requireGone(t, pid) // rejected only after the reap
+}
+
+// A deadline that passes during the handshake reads as the deadline, not as a cancel, and
+// keeps the contract's message.
+func TestDeadlineDuringHandshakeIsDeadlineExceeded(t *testing.T) {
+	h := newHarness(t, badConfig("hang"), Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := h.p.Start(ctx, request(t, "hi"))
+	require.EqualError(t, err, "subagent request was aborted before the SDK child started")
+	require.ErrorIs(t, err, ErrAbortedBeforeStart)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, context.Canceled)
 }
 
 func TestHandshakeTimeoutReapsTheChild(t *testing.T) {

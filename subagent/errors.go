@@ -1,6 +1,9 @@
 package subagent
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Rules of ValidationError. They are stable: Temporal uses them as non-retryable error types.
 const (
@@ -76,3 +79,16 @@ func (e *DepthError) Rule() string { return RuleDepthExceeded }
 func (e *DepthError) Unwrap() error {
 	return &ValidationError{Rule: RuleDepthExceeded, Message: e.Error()}
 }
+
+// AbortedBeforeStart returns the error of a delegation whose caller gave up before its child
+// started: its message is sentinel's (the contract's exact words), and errors.Is matches both
+// sentinel and ctx's own error, context.Canceled or context.DeadlineExceeded, so a Go caller
+// tells its own cancel from a failure with the standard idiom. ctx must be done.
+func AbortedBeforeStart(ctx context.Context, sentinel error) error {
+	return &abortedError{sentinel: sentinel, cause: ctx.Err()}
+}
+
+type abortedError struct{ sentinel, cause error }
+
+func (e *abortedError) Error() string   { return e.sentinel.Error() }
+func (e *abortedError) Unwrap() []error { return []error{e.sentinel, e.cause} }

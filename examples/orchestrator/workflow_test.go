@@ -13,12 +13,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/examples/orchestrator"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // TestOrchestrator runs the example on the embedded server, as its worker and starter do:
@@ -59,4 +61,21 @@ func TestOrchestrator(t *testing.T) {
 		{Task: "first task", StopReason: subagent.StopCompleted, Text: "the answer"},
 		{Task: "second task", StopReason: subagent.StopCompleted, Text: "the answer"},
 	}, answers)
+
+	// subflow.Start from outside any worker, as the root package's ExampleStart shows.
+	published, wrun, err := subflow.Start(ctx, c, subflow.StartOptions{TaskQueue: taskQueue, Input: workflows.StartInput{
+		Provider: subagent.ProviderSpawn,
+		Request:  subagent.Request{Prompt: []session.Block{session.Text("Summarise the design doc.")}},
+		Root:     &workflows.RootSession{Cwd: dir, Route: session.Route{Provider: model.ProviderScripted, Model: script}},
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), published.Depth)
+	var out workflows.Outcome
+	err = wrun.Get(ctx, &out)
+	out, err = workflows.RunOutcome(out, err)
+	require.NoError(t, err)
+	require.NoError(t, subflow.ResolveOutcome(ctx, c, taskQueue, &out))
+	assert.Equal(t, published.ChildID, out.ChildID)
+	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	assert.Equal(t, "the answer", session.JoinText(out.Result.Output))
 }

@@ -68,7 +68,7 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	} else if err := workflows.CheckUserWorkflowID(id); err != nil {
 		return workflows.Published{}, nil, err
 	}
-	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), runCwd(in))
+	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), in.Cwd())
 	if err != nil {
 		return workflows.Published{}, nil, err
 	}
@@ -92,14 +92,6 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 		return workflows.Published{}, nil, fmt.Errorf("subflow: start %s: %w", id, err)
 	}
 	return pub, run, nil
-}
-
-// runCwd is the directory the run works in: its root session's, else its parent's.
-func runCwd(in workflows.StartInput) string {
-	if in.Root != nil && in.Root.Cwd != "" {
-		return in.Root.Cwd
-	}
-	return in.Request.Parent.Cwd
 }
 
 func startError(workflowID string, err error) error {

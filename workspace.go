@@ -173,7 +173,7 @@ func (w Workspaces) RouteTask(t *workflows.Task, d workflows.TaskDefaults) error
 	if err != nil {
 		return err
 	}
-	queue, err := w.Route(runCwd(in))
+	queue, err := w.Route(in.Cwd())
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 // Publish creates and publishes the child in.ChildID (contract R-20): create-if-absent, so a
 // retry with the same child id returns the stored child. Rejections are non-retryable
 // ApplicationErrors whose Type is the rule and whose message is the exact contract message.
-func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (workflows.Published, error) {
+func (a *Activities) Publish(ctx context.Context, in workflows.ChildInput) (workflows.Published, error) {
 	log := a.logger(ctx, in.ChildID)
 	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
 		return workflows.Published{}, err
@@ -61,7 +61,7 @@ func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) (wo
 // resumes the turn elsewhere. A context that ends for any other cause (heartbeats that could
 // not reach the server, an activity the server no longer knows) suspends the child the same
 // way and returns a retryable error.
-func (a *Activities) Drive(ctx context.Context, in workflows.DriveInput) (workflows.DriveSummary, error) {
+func (a *Activities) Drive(ctx context.Context, in workflows.ChildInput) (workflows.DriveSummary, error) {
 	log := a.logger(ctx, in.ChildID)
 	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
 		return workflows.DriveSummary{}, err

@@ -20,7 +20,7 @@ import (
 
 func publish(t *testing.T, e *env, childID string, req subagent.Request) workflows.Published {
 	t.Helper()
-	v, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.PublishInput{
+	v, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.ChildInput{
 		Provider: subagent.ProviderSpawn, ChildID: childID, Request: req,
 	})
 	require.NoError(t, err)
@@ -30,7 +30,7 @@ func publish(t *testing.T, e *env, childID string, req subagent.Request) workflo
 }
 
 func drive(e *env, childID string, req subagent.Request) (workflows.DriveSummary, error) {
-	v, err := e.ExecuteActivity(workflows.ActivityDrive, workflows.DriveInput{
+	v, err := e.ExecuteActivity(workflows.ActivityDrive, workflows.ChildInput{
 		Provider: subagent.ProviderSpawn, ChildID: childID, Request: req,
 	})
 	if err != nil {
@@ -107,7 +107,7 @@ func TestPublishDepthRejectionIsNonRetryableWithTheExactMessage(t *testing.T) {
 	maxDepth := int64(2)
 	req.MaxDepth = &maxDepth
 
-	_, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.PublishInput{
+	_, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.ChildInput{
 		Provider: subagent.ProviderSpawn, ChildID: "too-deep", Request: req,
 	})
 	appErr := requireApplicationError(t, err)
@@ -123,7 +123,7 @@ func TestPublishUnknownToolIsARejection(t *testing.T) {
 	e := newEnv(t, f.activities(), worker.Options{})
 	req := request("hello")
 	req.ToolFilter = &subagent.ToolFilter{Allow: []string{"no_such_tool"}}
-	_, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.PublishInput{
+	_, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.ChildInput{
 		Provider: subagent.ProviderSpawn, ChildID: "c", Request: req,
 	})
 	appErr := requireApplicationError(t, err)

@@ -197,21 +197,22 @@ func (t Task) StartInput(batch string, d TaskDefaults) (StartInput, error) {
 		OutputSchema: t.Schema,
 		Allow:        t.Allow,
 		Deny:         t.Deny,
-	}.Request(subagent.ParentRef{SessionID: t.Parent, Cwd: cwd})
+	}.Request(subagent.ParentRef{SessionID: t.Parent})
 	in := StartInput{Provider: provider, Request: req, Batch: batch, Timeout: Duration(timeout)}
-	if t.Parent == "" {
-		route := in.Request.AgentOptions
-		if route.Provider == "" {
-			route.Provider = d.Route.Provider
-		}
-		if route.Model == "" && route.Provider == d.Route.Provider {
-			route.Model = d.Route.Model
-		}
-		// As with `starter run`: the request repeats the root route, because sdk children
-		// take their route from the request only (contract R-83).
-		in.Request.AgentOptions = route
-		in.Root = &RootSession{Cwd: cwd, Route: route}
+	if t.Parent != "" {
+		in.Request.Parent.Cwd = cwd
+		return in, nil
 	}
+	// A root run stores its cwd and route once, in Root (StartInput.Cwd, StartInput.Route).
+	route := in.Request.AgentOptions
+	if route.Provider == "" {
+		route.Provider = d.Route.Provider
+	}
+	if route.Model == "" && route.Provider == d.Route.Provider {
+		route.Model = d.Route.Model
+	}
+	in.Request.AgentOptions = session.Route{}
+	in.Root = &RootSession{Cwd: cwd, Route: route}
 	return in, nil
 }
 
@@ -225,23 +226,20 @@ func isJSONObject(raw json.RawMessage) bool {
 // left out, so the new run gets its own.
 func TaskOf(in StartInput) Task {
 	r := in.Request
+	route := in.Route()
 	t := Task{
 		Provider:      in.Provider,
 		Task:          session.JoinText(r.Prompt),
 		Parent:        r.Parent.SessionID,
-		Cwd:           r.Parent.Cwd,
-		ModelProvider: r.AgentOptions.Provider,
-		Model:         r.AgentOptions.Model,
-		MaxTokens:     r.AgentOptions.MaxTokens,
-		TokenBudget:   r.AgentOptions.TokenBudget,
+		Cwd:           in.Cwd(),
+		ModelProvider: route.Provider,
+		Model:         route.Model,
+		MaxTokens:     route.MaxTokens,
+		TokenBudget:   route.TokenBudget,
 		Schema:        r.OutputSchema,
 		MaxDepth:      r.MaxDepth,
 		Persona:       r.Persona,
 		Label:         r.Label,
-	}
-	if in.Root != nil && t.Parent == "" {
-		t.Cwd = in.Root.Cwd
-		t.ModelProvider, t.Model = in.Root.Route.Provider, in.Root.Route.Model
 	}
 	if f := r.ToolFilter; f != nil {
 		t.Allow, t.Deny = f.Allow, f.Deny

@@ -56,21 +56,21 @@ func TestTaskStartInput(t *testing.T) {
 			Provider: subagent.ProviderSpawn,
 			Batch:    "b",
 			Request: subagent.Request{
-				Label:        "l",
-				Prompt:       []session.Block{session.Text("go")},
-				Parent:       subagent.ParentRef{Cwd: "/work/sub"},
-				AgentOptions: route,
+				Label:  "l",
+				Prompt: []session.Block{session.Text("go")},
 			},
 			Root: &RootSession{Cwd: "/work/sub", Route: route},
-		}, in)
+		}, in, "a root run's cwd and route are stored once, in Root")
+		assert.Equal(t, "/work/sub", in.Cwd())
+		assert.Equal(t, route, in.Route())
 	})
 	t.Run("the task's route wins field by field", func(t *testing.T) {
 		in, err := Task{Task: "go", ModelProvider: "scripted", Model: "s.json", MaxTokens: 9, Cwd: "/abs"}.StartInput("b", batchDefaults)
 		require.NoError(t, err)
 		want := session.Route{Provider: "scripted", Model: "s.json", MaxTokens: 9}
 		assert.Equal(t, want, in.Root.Route)
-		assert.Equal(t, want, in.Request.AgentOptions)
-		assert.Equal(t, "/abs", in.Root.Cwd)
+		assert.Equal(t, want, in.Route())
+		assert.Equal(t, "/abs", in.Cwd())
 	})
 	t.Run("parent session", func(t *testing.T) {
 		in, err := Task{Task: "go", Provider: "fork", Parent: "p1", Model: "m", Deny: []string{"bash"},
@@ -119,5 +119,37 @@ func TestTaskTimeout(t *testing.T) {
 	for _, bad := range []string{"soon", "-1m", "0s"} {
 		_, err := Task{Task: "x", Timeout: bad}.StartInput("b", TaskDefaults{Dir: "/"})
 		assert.ErrorContains(t, err, "task: timeout must be a positive duration", bad)
+	}
+}
+
+// TestStartInputCwdAndRoute: a run's cwd and route are read through one method each,
+// whichever of the input's fields a caller of the JSON contract filled.
+func TestStartInputCwdAndRoute(t *testing.T) {
+	root := &RootSession{Cwd: "/root", Route: session.Route{Provider: "deepseek", Model: "m1", MaxTokens: 5}}
+	for name, tc := range map[string]struct {
+		in    StartInput
+		cwd   string
+		route session.Route
+	}{
+		"root run": {in: StartInput{Root: root}, cwd: "/root", route: root.Route},
+		"root run, the request overrides the model": {
+			in:    StartInput{Root: root, Request: subagent.Request{AgentOptions: session.Route{Model: "m2"}}},
+			cwd:   "/root",
+			route: session.Route{Provider: "deepseek", Model: "m2", MaxTokens: 5},
+		},
+		"root without a cwd keeps the request's": {
+			in:  StartInput{Root: &RootSession{}, Request: subagent.Request{Parent: subagent.ParentRef{Cwd: "/req"}}},
+			cwd: "/req",
+		},
+		"stored parent: the root is not read": {
+			in: StartInput{Root: root, Request: subagent.Request{Parent: subagent.ParentRef{SessionID: "p", Cwd: "/elsewhere"},
+				AgentOptions: session.Route{Model: "m3"}}},
+			cwd:   "/elsewhere",
+			route: session.Route{Model: "m3"},
+		},
+		"stored parent, its own cwd": {in: StartInput{Request: subagent.Request{Parent: subagent.ParentRef{SessionID: "p"}}}},
+	} {
+		assert.Equal(t, tc.cwd, tc.in.Cwd(), name)
+		assert.Equal(t, tc.route, tc.in.Route(), name)
 	}
 }

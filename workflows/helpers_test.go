@@ -30,15 +30,15 @@ type fakes struct {
 	calls   []string
 	local   []string // the calls that ran as local activities
 	roots   []CreateRootSessionInput
-	publish []PublishInput
-	drives  []DriveInput
+	publish []ChildInput
+	drives  []ChildInput
 	reads   []ReadResultInput
 	sdks    []SDKInput
 	nested  []RecordNestedInput
 
 	onRoot    func(context.Context) error
-	onPublish func(context.Context, PublishInput) (Published, error)
-	onDrive   func(context.Context, DriveInput) (DriveSummary, error)
+	onPublish func(context.Context, ChildInput) (Published, error)
+	onDrive   func(context.Context, ChildInput) (DriveSummary, error)
 	onSDK     func(context.Context, SDKInput) (Outcome, error)
 }
 
@@ -77,7 +77,7 @@ func (f *fakes) CreateRootSession(ctx context.Context, in CreateRootSessionInput
 	return subagent.ParentRef{SessionID: in.SessionID, Cwd: in.Root.Cwd}, nil
 }
 
-func (f *fakes) Publish(ctx context.Context, in PublishInput) (Published, error) {
+func (f *fakes) Publish(ctx context.Context, in ChildInput) (Published, error) {
 	f.record(ctx, ActivityPublish)
 	f.mu.Lock()
 	f.publish = append(f.publish, in)
@@ -88,7 +88,7 @@ func (f *fakes) Publish(ctx context.Context, in PublishInput) (Published, error)
 	return Published{ChildID: in.ChildID, Depth: 2}, nil
 }
 
-func (f *fakes) Drive(ctx context.Context, in DriveInput) (DriveSummary, error) {
+func (f *fakes) Drive(ctx context.Context, in ChildInput) (DriveSummary, error) {
 	f.record(ctx, ActivityDrive)
 	f.mu.Lock()
 	f.drives = append(f.drives, in)

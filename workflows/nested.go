@@ -56,7 +56,7 @@ type RecordNestedInput struct {
 // outcome), their results are still recorded, and drive returns the cancellation, so the
 // caller reads the aborted result.
 func (r *run) drive(ctx workflow.Context, childID string, req subagent.Request) (DriveSummary, error) {
-	in := DriveInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}
+	in := ChildInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}
 	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose()))
 	var total DriveSummary
 	for {

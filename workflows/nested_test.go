@@ -31,7 +31,7 @@ func TestDriveYieldsDelegationsToChildWorkflows(t *testing.T) {
 	h := newHarness(t)
 	h.sendUpdate()
 	first := true
-	h.fakes.onDrive = func(_ context.Context, in DriveInput) (DriveSummary, error) {
+	h.fakes.onDrive = func(_ context.Context, in ChildInput) (DriveSummary, error) {
 		if in.ChildID == "child-1" && first {
 			first = false
 			return DriveSummary{Steps: 1, Delegations: nestedDelegations()}, nil
@@ -70,7 +70,7 @@ func TestCancelWhileDelegatingRecordsPartialAnswers(t *testing.T) {
 	h.sendUpdate()
 	block := blockUntilCancelled(t)
 	started := make(chan struct{}, 2)
-	h.fakes.onDrive = func(ctx context.Context, in DriveInput) (DriveSummary, error) {
+	h.fakes.onDrive = func(ctx context.Context, in ChildInput) (DriveSummary, error) {
 		if in.ChildID == "child-1" {
 			return DriveSummary{Steps: 1, Delegations: nestedDelegations()}, nil
 		}

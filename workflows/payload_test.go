@@ -68,7 +68,7 @@ func TestSmallRequestTravelsInline(t *testing.T) {
 func TestTimeoutAbortsTheDrive(t *testing.T) {
 	h := newHarness(t)
 	park := blockUntilCancelled(t)
-	h.fakes.onDrive = func(ctx context.Context, _ DriveInput) (DriveSummary, error) {
+	h.fakes.onDrive = func(ctx context.Context, _ ChildInput) (DriveSummary, error) {
 		park(ctx)
 		return DriveSummary{}, ctx.Err()
 	}

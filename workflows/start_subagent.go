@@ -168,7 +168,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	pubCtx, _ := workflow.NewDisconnectedContext(ctx)
 	var pub Published
 	err := r.step(pubCtx, ActivityPublish, r.activitySummary("publish"),
-		PublishInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}, &pub)
+		ChildInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}, &pub)
 	if err != nil {
 		return r.reject(ctx, err)
 	}
@@ -222,11 +222,11 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 	r.status.Phase = PhasePublishing
 	req := r.in.Request
-	if req.Parent.SessionID == "" && req.Parent.Cwd == "" && r.in.Root != nil {
-		// The child runtime keeps its own sessions: a root parent needs no session of
-		// ours, only its working directory for the child.
-		req.Parent.Cwd = r.in.Root.Cwd
-	}
+	// The child runtime keeps its own sessions: a root parent needs no session of
+	// ours, only its working directory for the child; and an sdk child takes
+	// its route from the request only.
+	req.Parent.Cwd = r.in.Cwd()
+	req.AgentOptions = r.in.Route()
 	nested, err := r.handleSDKDelegations(ctx)
 	if err != nil {
 		return r.fail(err)

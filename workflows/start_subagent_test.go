@@ -35,8 +35,8 @@ func TestInProcessRunCompletes(t *testing.T) {
 
 	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
 	assert.Equal(t, []string{ActivityPublish, ActivityReadResult}, h.fakes.Local(), "the short steps run as local activities")
-	assert.Equal(t, PublishInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
-	assert.Equal(t, DriveInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
+	assert.Equal(t, ChildInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
+	assert.Equal(t, ChildInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
 	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
 
 	assert.Equal(t, map[string]any{
@@ -140,7 +140,7 @@ func TestValidationRejectsBeforeAnythingRuns(t *testing.T) {
 
 func TestDepthErrorFromPublishReachesTheCaller(t *testing.T) {
 	h := newHarness(t)
-	h.fakes.onPublish = func(context.Context, PublishInput) (Published, error) {
+	h.fakes.onPublish = func(context.Context, ChildInput) (Published, error) {
 		return Published{}, ToApplicationError(&subagent.DepthError{Attempted: 4, Max: 3})
 	}
 	u := h.sendUpdate()
@@ -159,7 +159,7 @@ func TestUpdateAnswersAtPublishBeforeDriveEnds(t *testing.T) {
 	h := newHarness(t)
 	var u *updateAnswer
 	sawAnswer := false
-	h.fakes.onDrive = func(context.Context, DriveInput) (DriveSummary, error) {
+	h.fakes.onDrive = func(context.Context, ChildInput) (DriveSummary, error) {
 		sawAnswer = closed(u.done)
 		return DriveSummary{Steps: 1}, nil
 	}
@@ -179,7 +179,7 @@ func TestCancelDuringDriveEndsCanceledWithAbortedOutcome(t *testing.T) {
 	h := newHarness(t)
 	driving := make(chan struct{})
 	park := blockUntilCancelled(t)
-	h.fakes.onDrive = func(ctx context.Context, _ DriveInput) (DriveSummary, error) {
+	h.fakes.onDrive = func(ctx context.Context, _ ChildInput) (DriveSummary, error) {
 		close(driving)
 		park(ctx)
 		return DriveSummary{}, temporal.NewCanceledError()
@@ -222,7 +222,7 @@ func TestCancelBeforePublishCreatesNoChild(t *testing.T) {
 func TestCancelDuringLocalPublishAbortsThePublishedChild(t *testing.T) {
 	h := newHarness(t)
 	publishing, cancelled := make(chan struct{}), make(chan struct{})
-	h.fakes.onPublish = func(ctx context.Context, in PublishInput) (Published, error) {
+	h.fakes.onPublish = func(ctx context.Context, in ChildInput) (Published, error) {
 		close(publishing)
 		closed(cancelled)
 		require.NoError(t, ctx.Err(), "a local Publish is not interrupted by the cancel")
@@ -290,7 +290,7 @@ func TestStartAttributesAreNotUpsertedAgain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.fakes.onPublish = func(_ context.Context, in PublishInput) (Published, error) {
+			h.fakes.onPublish = func(_ context.Context, in ChildInput) (Published, error) {
 				return Published{ChildID: in.ChildID, Depth: 1}, nil // a root's child
 			}
 			h.sendUpdate()
@@ -312,7 +312,7 @@ func TestStatusQueryDuringDrive(t *testing.T) {
 	h := newHarness(t)
 	driving := make(chan struct{})
 	queried := make(chan struct{})
-	h.fakes.onDrive = func(context.Context, DriveInput) (DriveSummary, error) {
+	h.fakes.onDrive = func(context.Context, ChildInput) (DriveSummary, error) {
 		close(driving)
 		closed(queried)
 		return DriveSummary{Steps: 4, StreamedBytes: 99, OutputTokens: 12}, nil

@@ -69,8 +69,8 @@ func Details(in StartInput) string {
 	line("provider", in.Provider)
 	line("label", r.Label)
 	line("parent", r.Parent.SessionID)
-	if in.Root != nil && r.Parent.SessionID == "" {
-		line("root cwd", in.Root.Cwd)
+	if in.isRoot() {
+		line("root cwd", in.Cwd())
 	}
 	line("model", model(in))
 	if r.MaxDepth != nil {
@@ -94,15 +94,7 @@ func Details(in StartInput) string {
 }
 
 // model is the model a run asks for: the request's, else the root route's.
-func model(in StartInput) string {
-	if m := in.Request.AgentOptions.Model; m != "" {
-		return m
-	}
-	if in.Root != nil && in.Request.Parent.SessionID == "" {
-		return in.Root.Route.Model
-	}
-	return ""
-}
+func model(in StartInput) string { return in.Route().Model }
 
 // excerpt returns the first limit runes of s on one line, with "…" when cut.
 func excerpt(s string, limit int) string {

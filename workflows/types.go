@@ -54,6 +54,29 @@ type StartInput struct {
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
+// Cwd is the directory the run works in, read from the one place the input stores it: the
+// root session's (Root.Cwd) when the workflow creates one, else the request's parent cwd (""
+// means the parent session's own).
+func (in StartInput) Cwd() string {
+	if in.isRoot() && in.Root.Cwd != "" {
+		return in.Root.Cwd
+	}
+	return in.Request.Parent.Cwd
+}
+
+// Route is the route the run's child asks for, as far as the input says: for a root run the
+// root session's route (Root.Route) overridden field by field by the request's agentOptions,
+// else the request's agentOptions alone (the parent session's route fills the rest).
+func (in StartInput) Route() session.Route {
+	if in.isRoot() {
+		return in.Root.Route.Override(in.Request.AgentOptions)
+	}
+	return in.Request.AgentOptions
+}
+
+// isRoot reports whether the workflow creates the run's parent session (contract R-82).
+func (in StartInput) isRoot() bool { return in.Root != nil && in.Request.Parent.SessionID == "" }
+
 // RootSession is what CreateRootSession needs to create a root parent session.
 type RootSession struct {
 	Cwd    string        `json:"cwd"`
@@ -78,9 +101,10 @@ type CreateRootSessionInput struct {
 	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
-// PublishInput is the input of Publish: create (if absent) and publish the child session
-// ChildID for Request, resolving the child depth from the stored parent.
-type PublishInput struct {
+// ChildInput is the input of Publish and of Drive: the same child, first created (if absent)
+// and published for Request, resolving its depth from the stored parent, then driven through
+// its one turn, resuming from the session store on retries.
+type ChildInput struct {
 	Provider string           `json:"provider"`
 	ChildID  string           `json:"childId"`
 	Request  subagent.Request `json:"request"`
@@ -101,18 +125,6 @@ type Published struct {
 	// Model is the child's resolved model when the publisher knows it; it fills the
 	// SubagentModel search attribute when the request did not name one.
 	Model string `json:"model,omitempty"`
-}
-
-// DriveInput is the input of Drive: run the child's one turn, resuming from the session
-// store on retries.
-type DriveInput struct {
-	Provider string           `json:"provider"`
-	ChildID  string           `json:"childId"`
-	Request  subagent.Request `json:"request"`
-	// RequestRef, when set, names the whole request, stored because it is big (see
-	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
-	// carries the current parent.
-	RequestRef *PayloadRef `json:"requestRef,omitempty"`
 }
 
 // DriveSummary is the small result of Drive.

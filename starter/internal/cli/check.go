@@ -59,17 +59,13 @@ func (e *startCheckError) Unwrap() error { return e.err }
 // (workflows.MaxStartInputBytes). It returns nil or the first failed check as a
 // *startCheckError.
 func checkStart(in workflows.StartInput, absentOK bool) error {
-	if in.Root != nil && in.Root.Route.Provider == model.ProviderScripted && in.Root.Route.Model == "" {
+	if r := in.Route(); in.Root != nil && r.Provider == model.ProviderScripted && r.Model == "" {
 		return &startCheckError{check: checkScript}
 	}
 	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
 		return &startCheckError{check: checkRequest, err: err}
 	}
-	cwd := in.Request.Parent.Cwd
-	if in.Root != nil {
-		cwd = in.Root.Cwd
-	}
-	if cwd != "" {
+	if cwd := in.Cwd(); cwd != "" {
 		st, err := os.Stat(cwd)
 		if err == nil && !st.IsDir() || err != nil && !absentOK {
 			return &startCheckError{check: checkCwd, cwd: cwd}

@@ -57,8 +57,10 @@ func TestRunDefaultsCreateARootSession(t *testing.T) {
 	want := session.Route{Provider: "deepseek-official", Model: "deepseek-v4-flash"}
 	require.NotNil(t, in.Root)
 	assert.Equal(t, workflows.RootSession{Cwd: wd, Route: want}, *in.Root)
-	assert.Equal(t, want, in.Request.AgentOptions, "sdk children take their route from the request")
-	assert.Equal(t, subagent.ParentRef{Cwd: wd}, in.Request.Parent)
+	assert.Equal(t, session.Route{}, in.Request.AgentOptions, "a root run's route is stored once, in Root")
+	assert.Equal(t, subagent.ParentRef{}, in.Request.Parent, "a root run's cwd is stored once, in Root")
+	assert.Equal(t, wd, in.Cwd())
+	assert.Equal(t, want, in.Route())
 	assert.Nil(t, in.Request.MaxDepth)
 	assert.Nil(t, in.Request.ToolFilter)
 }

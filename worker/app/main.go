@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -13,21 +14,57 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/internal/childruntime"
 	"github.com/subflow-dev/subflow/internal/telemetry"
 	"github.com/subflow-dev/subflow/internal/telemetry/temporalotel"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// Main is the worker command's serve mode (the `worker` binary without a subcommand): it parses
-// args (the arguments after the program name) with the flag set name, connects to Temporal
-// from the standard client environment, sets up tracing and metrics, and serves until SIGINT
-// or SIGTERM. Flag errors and arguments that are not flags go to stderr. It returns the process exit code: 0 after a clean
-// stop or -h, 2 for bad flags or log level, 1 for any other failure.
-func Main(name string, args []string, stderr io.Writer) int {
+// Main is the whole worker command: args is os.Args (the program name first). It runs the
+// subcommand args[1] names — version, replay (the replay gate) or ChildRuntimeArg — or else
+// serves: it parses the flags, connects to Temporal from the standard client environment,
+// sets up tracing and metrics, and serves until SIGINT or SIGTERM. Every flag and subcommand
+// is declared here, and `-h` prints the usage generated from them. It returns the process exit
+// code: 0 after a clean stop or -h, 2 for bad usage, 1 for any other failure.
+func Main(args []string, stdout, stderr io.Writer) int {
+	name := "worker"
+	if len(args) > 0 {
+		name, args = filepath.Base(args[0]), args[1:]
+	}
+	if len(args) > 0 {
+		switch args[0] {
+		case "version":
+			ReadBuildInfo().Print(stdout, name, DefaultBuildID(""))
+			return 0
+		case "replay":
+			return replayMain(name+" replay", args[1:], stdout, stderr)
+		case ChildRuntimeArg:
+			return childruntime.Main(args[1:])
+		}
+	}
+	return serve(name, args, stderr)
+}
+
+// serve is the worker's serve mode: the worker command without a subcommand.
+func serve(name string, args []string, stderr io.Writer) int {
 	var opts Options
 	var sdkArgs, childEnv StringList
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage:
+  %[1]s [flags]                  serve StartSubagent, the batch and their activities until SIGINT or SIGTERM
+  %[1]s replay [flags]           the replay gate: replay histories against this build (-h for its flags)
+  %[1]s version                  print the build
+  %[1]s %[2]s [flags]    serve the sdk child runtime on stdio (-h for its flags)
+
+The Temporal connection comes from the standard client environment (TEMPORAL_ADDRESS,
+TEMPORAL_NAMESPACE, temporal.toml profiles).
+
+Flags:
+`, name, ChildRuntimeArg)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&opts.TaskQueue, "task-queue", workflows.TaskQueue, "Temporal task queue to serve")
 	fs.StringVar(&opts.SessionRoot, "session-root", "",
 		"session store: a directory or a postgres:// URL (default $"+EnvSessionStore+", else $"+EnvSessionRoot+

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"io"
 	"testing"
 )
 
@@ -18,7 +19,7 @@ func TestMainRefusesBadInvocations(t *testing.T) {
 		{[]string{"--model-concurrency", "openai-compatible=0"}, `want PROVIDER=N with N at least 1: "openai-compatible=0"`},
 	} {
 		var stderr bytes.Buffer
-		if code := Main("worker", tc.args, &stderr); code != 2 {
+		if code := Main(append([]string{"worker"}, tc.args...), io.Discard, &stderr); code != 2 {
 			t.Errorf("Main(%q) = %d, want 2 (stderr: %s)", tc.args, code, stderr.String())
 		}
 		if !bytes.Contains(stderr.Bytes(), []byte(tc.want)) {

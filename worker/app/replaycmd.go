@@ -1,7 +1,8 @@
-package main
+package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,34 +12,35 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
-
-	"github.com/subflow-dev/subflow/worker/app"
 )
 
-// runReplay is `worker replay`, the replay gate (docs/deployment.md): exit 0 when every
+// replayMain is `worker replay`, the replay gate (docs/deployment.md): exit 0 when every
 // history replays on this binary's workflows, 1 naming every one that does not (or when the
 // histories cannot be read), 2 on bad usage.
-func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("worker replay", flag.ContinueOnError)
+func replayMain(name string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var dirs app.StringList
+	var dirs StringList
 	fs.Var(&dirs, "dir", "replay the recorded histories in `DIR` (*.json, */*.json) instead of the namespace's runs (repeatable)")
-	var queues app.StringList
+	var queues StringList
 	fs.Var(&queues, "task-queue", "only the runs of task queue `Q` (repeatable; default: every queue of the namespace)")
-	closed := fs.Int("closed", app.DefaultReplayClosed, "also replay the latest `N` closed runs (0: none)")
-	deployment := fs.String("deployment-name", "", "the Worker Deployment the build will serve (default $"+app.EnvDeploymentName+")")
-	buildID := fs.String("build-id", "", "the build id it will serve as (default $"+app.EnvBuildID+", else the binary's own)")
+	closed := fs.Int("closed", DefaultReplayClosed, "also replay the latest `N` closed runs (0: none)")
+	deployment := fs.String("deployment-name", "", "the Worker Deployment the build will serve (default $"+EnvDeploymentName+")")
+	buildID := fs.String("build-id", "", "the build id it will serve as (default $"+EnvBuildID+", else the binary's own)")
 	verbose := fs.Bool("v", false, "name every history replayed and skipped")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "worker replay: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		return 2
 	}
-	opts := app.ReplayOptions{Dirs: dirs, TaskQueues: queues, DeploymentName: *deployment, BuildID: app.DefaultBuildID(*buildID)}
+	opts := ReplayOptions{Dirs: dirs, TaskQueues: queues, DeploymentName: *deployment, BuildID: DefaultBuildID(*buildID)}
 	if opts.DeploymentName == "" {
-		opts.DeploymentName = os.Getenv(app.EnvDeploymentName)
+		opts.DeploymentName = os.Getenv(EnvDeploymentName)
 	}
 	opts.Closed = *closed
 	if *closed == 0 {
@@ -49,12 +51,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if len(dirs) == 0 {
 		copts, err := envconfig.LoadDefaultClientOptions()
 		if err != nil {
-			fmt.Fprintf(stderr, "worker replay: load Temporal client options: %v\n", err)
+			fmt.Fprintf(stderr, "%s: load Temporal client options: %v\n", name, err)
 			return 1
 		}
 		c, err := client.DialContext(ctx, copts)
 		if err != nil {
-			fmt.Fprintf(stderr, "worker replay: connect to Temporal: %v\n", err)
+			fmt.Fprintf(stderr, "%s: connect to Temporal: %v\n", name, err)
 			return 1
 		}
 		defer c.Close()
@@ -63,16 +65,16 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			opts.Namespace = client.DefaultNamespace
 		}
 	}
-	rep, err := app.Replay(ctx, opts)
+	rep, err := Replay(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "worker replay: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
 	return printReplay(rep, *verbose, stdout, stderr)
 }
 
 // printReplay prints the report and returns the exit code.
-func printReplay(rep app.ReplayReport, verbose bool, stdout, stderr io.Writer) int {
+func printReplay(rep ReplayReport, verbose bool, stdout, stderr io.Writer) int {
 	if verbose {
 		for _, r := range rep.Replayed {
 			fmt.Fprintf(stdout, "ok    %s\n", r)

@@ -125,6 +125,10 @@ type Options struct {
 	// BuildID identifies this build within the deployment; "" means $SUBFLOW_BUILD_ID, else
 	// the binary's own (BuildInfo.BuildID). Only read with a DeploymentName.
 	BuildID string
+	// Models are the model adapters of the in-process drives, by provider name; nil means
+	// model.NewDefaultRegistry() (deepseek-official, openai-compatible, scripted). sdk children
+	// have their own, in their process.
+	Models *model.Registry
 	// Workflows registers the workflows on each queue's worker; nil means workflows.Register.
 	// Tests register another build's workflows under the same names with it.
 	Workflows func(worker.WorkflowRegistry)
@@ -161,9 +165,12 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if opts.Models == nil {
+		opts.Models = model.NewDefaultRegistry()
+	}
 	acts, err := activities.New(activities.Config{
 		Store:   store,
-		Models:  model.NewDefaultRegistry(),
+		Models:  opts.Models,
 		Tools:   reg,
 		Presets: presets,
 		SDK:     sdkConfig(opts),

@@ -43,8 +43,10 @@ type showcase struct {
 	script string // scripted model script, in the demo directory
 	// forkOf names the showcase whose child is this one's parent.
 	forkOf string
-	// cancel cancels the run once its drive runs. A run that ends before the cancel lands
-	// (a fast model) is reported as such, not as a failure.
+	// cancel cancels the run once its child streamed part of its answer. The run works in
+	// its own directory (cancelDir), whose model answers the local worker paces
+	// (pacedModel), so the cancel lands mid-answer whatever the model's speed; a run that
+	// ends any other way than aborted with a partial answer fails the showcase.
 	cancel bool
 	want   subagent.StopReason
 }
@@ -73,9 +75,7 @@ type demoResult struct {
 	stop       subagent.StopReason
 	excerpt    string
 	took       time.Duration
-	// note says what the row's stop reason does not: a cancel that came too late.
-	note string
-	err  error
+	err        error
 }
 
 // runDemo starts the embedded server with its UI and a worker, runs the showcase, prints
@@ -117,6 +117,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		TaskQueue:   workflows.TaskQueue,
 		SessionRoot: filepath.Join(dir, "sessions"),
 		Logger:      zap.NewNop(),
+		Models:      paceUnder(model.NewDefaultRegistry(), filepath.Join(dir, cancelDir)),
 	}, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter demo: %v\n", err)
@@ -133,12 +134,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	route := demoRoute(stdout)
 	fmt.Fprintln(stdout, "\nRunning the showcase: spawn, fork, structured, sdk child, cancelled…")
 	results := runShowcase(ctx, c, dir, route)
-	code := printResults(stdout, results)
-	fmt.Fprintf(stdout, "\nEvery run is a workflow: open %s/namespaces/%s/workflows\n", srv.UIAddr(), srv.Namespace())
-	fmt.Fprintf(stdout, "or query them, e.g. SubagentProvider = 'sdk' or SubagentStopReason = 'aborted'.\n")
+	code := printResults(stdout, stderr, results)
 	if *exit || ctx.Err() != nil {
+		// The server stops with this command: no link to a page that is gone.
 		return code
 	}
+	fmt.Fprintf(stdout, "\nEvery run is a workflow: open %s/namespaces/%s/workflows\n", srv.UIAddr(), srv.Namespace())
+	fmt.Fprintf(stdout, "or query them, e.g. SubagentProvider = 'sdk' or SubagentStopReason = 'aborted'.\n")
 	fmt.Fprintf(stdout, "\nServing until interrupted (Ctrl-C). Other terminals can use it:\n  export TEMPORAL_ADDRESS=%s\n  go run ./starter run --model-provider scripted --model %s \"your task\"\n",
 		srv.FrontendAddr(), filepath.Join(dir, "sdk.json"))
 	<-ctx.Done()
@@ -146,14 +148,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// demoDir makes the showcase's temporary working directory with its scripts and schema;
-// the caller removes it.
+// cancelDir is the cancelled showcase's working directory, under the demo's.
+const cancelDir = "cancelled"
+
+// demoDir makes the showcase's temporary working directory with its scripts and schema, and
+// the cancelled showcase's own directory; the caller removes it.
 func demoDir() (string, error) {
 	dir, err := os.MkdirTemp("", "subflow-demo-")
 	if err != nil {
 		return "", err
 	}
-	if err := writeDemoFiles(dir); err != nil {
+	if err := writeDemoFiles(dir); err == nil {
+		err = os.Mkdir(filepath.Join(dir, cancelDir), 0o755)
+	}
+	if err != nil {
 		os.RemoveAll(dir)
 		return "", err
 	}
@@ -179,7 +187,7 @@ func demoOnCluster(ctx context.Context, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "Working dir      %s\n", dir)
 	route := demoRoute(stdout)
 	fmt.Fprintln(stdout, "\nRunning the showcase on the cluster: spawn, fork, structured, sdk child, cancelled…")
-	code := printResults(stdout, runShowcase(ctx, c, dir, route))
+	code := printResults(stdout, stderr, runShowcase(ctx, c, dir, route))
 	fmt.Fprintln(stdout, "\nEvery run is a workflow in the cluster's Web UI; query them, e.g. SubagentProvider = 'sdk' or SubagentStopReason = 'aborted'.")
 	return code
 }
@@ -236,6 +244,9 @@ func runShowcase(ctx context.Context, c client.Client, dir string, route demoMod
 			defer close(done[s.name])
 			f := s.flags
 			f.cwd = dir
+			if s.cancel {
+				f.cwd = filepath.Join(dir, cancelDir)
+			}
 			f.taskQueue = workflows.TaskQueue
 			if s.flags.schema != "" {
 				f.schema = filepath.Join(dir, s.flags.schema)
@@ -287,7 +298,7 @@ func runOne(ctx context.Context, c client.Client, s showcase, f runFlags) demoRe
 	}
 	res.workflowID, res.childID = wr.GetID(), pub.ChildID
 	if s.cancel {
-		if err := cancelWhenDriving(ctx, c, wr); err != nil {
+		if err := cancelOnceStreamed(ctx, c, wr); err != nil {
 			res.err = err
 			return res
 		}
@@ -312,25 +323,26 @@ func runOne(ctx context.Context, c client.Client, s showcase, f runFlags) demoRe
 		res.excerpt = text.Output
 	}
 	switch {
-	case s.cancel && res.stop == subagent.StopCompleted:
-		// The model answered before the cancel reached the drive: nothing to abort.
-		res.note = "finished before its cancel landed"
 	case res.stop != s.want:
 		res.err = fmt.Errorf("ended %s, expected %s", res.stop, s.want)
+	case s.cancel && strings.TrimSpace(res.excerpt) == "":
+		res.err = errors.New("aborted with no partial answer: the cancel landed before the child streamed any")
 	}
 	return res
 }
 
-// cancelWhenDriving cancels the run once its drive runs, whatever the model: a slow one
-// streams nothing for a while, a fast one may finish first. A run that ended before the
-// cancel is left as it ended.
-func cancelWhenDriving(ctx context.Context, c client.Client, wr client.WorkflowRun) error {
+// cancelOnceStreamed cancels the run once its child has streamed part of its answer, as the
+// run's pending drive reports it (subflow.Describe). A run that ended first is left as it
+// ended: runOne fails the showcase then.
+func cancelOnceStreamed(ctx context.Context, c client.Client, wr client.WorkflowRun) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		st, err := subflow.Describe(ctx, c, wr.GetID(), wr.GetRunID())
-		if err == nil && st.Phase != workflows.PhaseValidating && st.Phase != workflows.PhaseCreatingRoot &&
-			st.Phase != workflows.PhasePublishing {
+		if err == nil && st.StopReason != "" {
+			return nil
+		}
+		if err == nil && st.Progress != nil && st.Progress.StreamedBytes > 0 {
 			break
 		}
 		select {
@@ -347,18 +359,22 @@ func cancelWhenDriving(ctx context.Context, c client.Client, wr client.WorkflowR
 	return err
 }
 
-// printResults prints the results table and returns 0 when every showcase ended as it
-// should, 1 otherwise.
-func printResults(w io.Writer, results []demoResult) int {
+// printResults prints the results table to w, and to stderr each showcase that did not end
+// as it shows; it returns 0 when every showcase ended as it should, 1 otherwise.
+func printResults(w, stderr io.Writer, results []demoResult) int {
+	defer func() {
+		for _, r := range results {
+			if r.err != nil {
+				fmt.Fprintf(stderr, "starter demo: showcase %s: %v\n", r.name, r.err)
+			}
+		}
+	}()
 	code := exitCompleted
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tWORKFLOW ID\tPROVIDER\tSTOP REASON\tDURATION\tOUTPUT")
 	for _, r := range results {
 		stop, excerpt := string(r.stop), oneLine(r.excerpt, 60)
-		if r.note != "" {
-			excerpt = "(" + r.note + ") " + excerpt
-		}
 		if r.err != nil {
 			code = exitError
 			excerpt = "FAILED: " + oneLine(r.err.Error(), 80)

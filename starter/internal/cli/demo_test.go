@@ -40,8 +40,20 @@ func TestDemoExit(t *testing.T) {
 	}
 	assert.Equal(t, 4, strings.Count(out, " completed "))
 	assert.Equal(t, 1, strings.Count(out, " aborted "))
-	assert.Contains(t, out, "/namespaces/default/workflows")
+	assert.NotContains(t, out, "/namespaces/default/workflows", "no link to a server --exit stopped")
 	assert.NotContains(t, out, "FAILED")
+}
+
+// cancelledRow returns the results table's row of the cancelled showcase.
+func cancelledRow(t *testing.T, out string) string {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "cancelled ") {
+			return line
+		}
+	}
+	t.Fatalf("no cancelled row in:\n%s", out)
+	return ""
 }
 
 // fakeDeepSeek is an OpenAI-compatible chat completions server speaking the real SSE wire
@@ -100,8 +112,8 @@ func fakeDeepSeek(t *testing.T) *httptest.Server {
 }
 
 // TestDemoExitWithAFastModel runs the demo against an OpenAI-compatible server given as
-// DEEPSEEK_BASE_URL, as a user with a key would: every showcase must pass, the cancelled
-// one too, whether its cancel lands before the model finished or not.
+// DEEPSEEK_BASE_URL that answers at once, as a user with a key would: every showcase must
+// pass, and the cancelled one still ends aborted with a partial answer.
 func TestDemoExitWithAFastModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded Temporal server")
@@ -115,5 +127,8 @@ func TestDemoExitWithAFastModel(t *testing.T) {
 	out := stdout.String()
 	assert.Contains(t, out, "Model            DeepSeek")
 	assert.NotContains(t, out, "FAILED")
+	row := cancelledRow(t, out)
+	assert.Contains(t, row, " aborted ", "the cancel landed mid-answer")
+	assert.Contains(t, row, "The release", "the partial answer is kept")
 	assert.Contains(t, out, `{"title":"Release","steps":["build","tag","announce"],"done"`, "the structured run answered through structured_output")
 }

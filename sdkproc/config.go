@@ -63,7 +63,7 @@ type Config struct {
 	// HandshakeTimeoutMs bounds the initialize handshake: a child that has not answered by
 	// then is stopped and reaped, and the start fails; default 10000.
 	HandshakeTimeoutMs float64 `json:"handshakeTimeoutMs,omitempty"`
-	// Protected and Roots are sent in initialize (wire.InitializeParams): the worker's state
+	// Protected and Roots are sent in initialize (docs/protocol.md): the worker's state
 	// directories, which the child's file tools refuse whatever the cwd, and the workspace
 	// roots the child's cwd must resolve under (docs/sdk-children.md). Set by the worker,
 	// not read from a config file.

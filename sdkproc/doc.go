@@ -1,6 +1,6 @@
 // Package sdkproc is the SDK subprocess provider (contract §6): every delegation runs in a fresh
 // child runtime process (`worker child-runtime`, or any command speaking the same protocol) driven
-// over stdio JSON-RPC (package wire).
+// over stdio JSON-RPC (docs/protocol.md).
 //
 // A Provider is built once from a validated Config (LoadConfig, New). Provider.Start resolves
 // the child's working directory, spawns the child with a scrubbed environment in its own

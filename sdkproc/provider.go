@@ -33,7 +33,7 @@ type Options struct {
 	// (ladder steps, child stderr, ignored frames). Nil means no logging.
 	Logger *zap.Logger
 	// MaxFrameSize bounds one line read from a child; longer lines are discarded while
-	// streaming. Zero means wire.DefaultMaxFrameSize.
+	// streaming. Zero means 16 MiB.
 	MaxFrameSize int
 }
 
@@ -110,14 +110,14 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 }
 
 // StartRun publishes one run (contract R-52): it resolves the child's cwd (errors are
-// *subagent.ValidationError), returns ErrAbortedBeforeStart without spawning when ctx is
-// already done, spawns the child and completes the initialize handshake within the
+// *subagent.ValidationError), fails with an error matching ErrAbortedBeforeStart and ctx's
+// own error without spawning when ctx is already done, spawns the child and completes the initialize handshake within the
 // configured handshake timeout. When spawning, the handshake or ctx fails after the spawn,
 // the child is stopped and reaped before StartRun returns (SIGKILLed at once when ctx is
-// done); a child that exited on its own yields an *ExitError, a done ctx
+// done); a child that exited on its own yields an *ExitError, a done ctx an error matching
 // ErrAbortedBeforeStart, a handshake past its timeout a *HandshakeTimeoutError, an error
-// answer of the runtime its *wire.Error unchanged (e.g. `no adapter registered for provider
-// "x"`). The returned run owns the child: the caller must Dispose it.
+// answer of the runtime an error with the runtime's message unchanged (e.g. `no adapter
+// registered for provider "x"`). The returned run owns the child: the caller must Dispose it.
 func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunOptions) (*Run, error) {
 	cwd, err := p.childCwd(req)
 	if err != nil {

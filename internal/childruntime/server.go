@@ -1,4 +1,4 @@
-// Package server is the child runtime of the SDK subprocess provider: a full agent runtime
+// Package childruntime is the child runtime of the SDK subprocess provider: a full agent runtime
 // (sessions in its own file store, model routing, built-in tools) served over JSON-RPC 2.0 on
 // stdio (contract …R-64).
 //

@@ -97,3 +97,19 @@ func TestOutsideModuleBuilds(t *testing.T) {
 		t.Errorf("the user's module graph holds the Temporal server:\n%s", graph)
 	}
 }
+
+// TestDriversKnowNoTemporal: the two systems subflow runs are plain Go libraries; only
+// activities puts them on Temporal.
+func TestDriversKnowNoTemporal(t *testing.T) {
+	for _, pkg := range []string{"inprocess", "sdkproc"} {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for dep := range strings.Lines(string(out)) {
+			if strings.HasPrefix(dep, "go.temporal.io/") {
+				t.Errorf("%s depends on %s: it must stay usable without Temporal", pkg, strings.TrimSpace(dep))
+			}
+		}
+	}
+}

@@ -56,6 +56,10 @@ const AwaitChildTimeout = 30 * 24 * time.Hour
 // workflow ends Canceled with its BatchSummary as details; a batch cancelled by update
 // completes with Cancelled set.
 func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
+	if err := CheckBatchInput(in); err != nil {
+		// Before anything starts: a bad input fails the batch at once, naming the field.
+		return BatchSummary{}, ToApplicationError(err)
+	}
 	b := newBatch(ctx, in)
 	if err := b.registerHandlers(ctx); err != nil {
 		return BatchSummary{}, err

@@ -100,6 +100,8 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 			// Refused by the worker (a parent or cwd only it can see, a child id taken)
 			// before it wrote anything: the run, Failed with the rejection the caller
 			// gets, is removed too, so a rejected start leaves nothing behind.
+			// It is deleted once it failed: a run still replying to its update is not.
+			_ = c.GetWorkflow(ctx, id, handle.RunID()).Get(ctx, nil)
 			_, _ = c.WorkflowService().DeleteWorkflowExecution(context.WithoutCancel(ctx), &workflowservice.DeleteWorkflowExecutionRequest{
 				Namespace:         cmp.Or(opts.Namespace, "default"),
 				WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: handle.RunID()},

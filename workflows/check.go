@@ -20,8 +20,8 @@ const MaxSessionIDBytes = 128
 // argument and a directory name).
 func CheckSessionID(id string) string {
 	if err := session.ValidateID(id); err != nil {
-		_, why, _ := strings.Cut(err.Error(), ": ")
-		return why
+		msg := err.Error() // the reason follows the quoted id, which may hold ": " itself
+		return msg[strings.LastIndex(msg, ": ")+2:]
 	}
 	if len(id) > MaxSessionIDBytes {
 		return fmt.Sprintf("%d bytes, over the limit of %d", len(id), MaxSessionIDBytes)

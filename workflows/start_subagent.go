@@ -119,11 +119,13 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 
 func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	in := r.in
-	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
-		return r.fail(err)
-	}
+	// Checked before the start attributes are upserted: a value over the server's limits
+	// (a label, a model) would fail the upsert, and the run, unnamed.
 	if err := CheckInput(in); err != nil {
 		return r.reject(ctx, ToApplicationError(err))
+	}
+	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
+		return r.fail(err)
 	}
 	if err := checkRunID(ctx); err != nil {
 		return r.reject(ctx, err)

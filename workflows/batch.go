@@ -223,6 +223,11 @@ func (b *batch) validatePage(_ workflow.Context, p TaskPage) error {
 	case b.cancelled:
 		return fmt.Errorf("batch %s: cancelled", b.id)
 	}
+	// Within the page, as CheckBatchInput within the inline tasks: the batch keeps no ids of
+	// the pages it stored, so the starter checks the whole batch (starter batch does).
+	if err := duplicateTaskID(p.Tasks, p.First); err != nil {
+		return ToApplicationError(err)
+	}
 	return nil
 }
 

@@ -129,15 +129,21 @@ func CheckBatchInput(in BatchInput) error {
 		return subagent.Rejectf(RuleInvalidAttribute, "subagent batch is %d bytes encoded, over the server's limit of %d bytes for a search attribute",
 			len(raw), subagent.MaxAttributeBytes)
 	}
-	first := map[string]int{}
-	for i, t := range in.Tasks {
+	return duplicateTaskID(in.Tasks, 0)
+}
+
+// duplicateTaskID rejects two tasks of tasks, numbered from first, with the same id.
+func duplicateTaskID(tasks []Task, first int) error {
+	seen := map[string]int{}
+	for i, t := range tasks {
 		if t.ID == "" {
 			continue
 		}
-		if j, dup := first[t.ID]; dup {
-			return subagent.Rejectf(RuleDuplicateTaskID, "batch tasks %d and %d have the same id %q: each task's id names its own run", j, i, t.ID)
+		if j, dup := seen[t.ID]; dup {
+			return subagent.Rejectf(RuleDuplicateTaskID, "batch tasks %d and %d have the same id %q: each task's id names its own run",
+				first+j, first+i, t.ID)
 		}
-		first[t.ID] = i
+		seen[t.ID] = i
 	}
 	return nil
 }

@@ -61,10 +61,10 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 // length limit, and an input workflows.CheckInput refuses, are refused before anything
 // starts. A request rejected before publication returns a *subagent.ValidationError whose
 // Error() is exactly the contract's message and whose Rule names the rule; a run its worker
-// rejected (what only the worker can check: the parent session, the cwd, the child id) wrote
-// nothing, and Start deletes it from opts.Namespace, so a rejection leaves no Failed run. A run cancelled before
-// publication returns an error wrapping a *temporal.CanceledError. Other failures are
-// wrapped with the workflow id.
+// rejected (what only the worker can check: the parent session, the cwd, the child id)
+// wrote nothing, and Start deletes it from opts.Namespace, so a rejection leaves no Failed
+// run. A run cancelled before publication returns an error wrapping a
+// *temporal.CanceledError. Other failures are wrapped with the workflow id.
 func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.Published, tclient.WorkflowRun, error) {
 	in := opts.Input
 	if in.ChildID == "" {
@@ -98,9 +98,9 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	if err := handle.Get(ctx, &pub); err != nil {
 		if ve := workflows.Rejection(err); ve != nil {
 			// Refused by the worker (a parent or cwd only it can see, a child id taken)
-			// before it wrote anything: the run, Failed with the rejection the caller
-			// gets, is removed too, so a rejected start leaves nothing behind.
-			// It is deleted once it failed: a run still replying to its update is not.
+			// before it wrote anything: once the run failed with the rejection the
+			// caller gets (a run still replying to its update is not deleted), it is
+			// removed too, so a rejected start leaves nothing behind.
 			_ = c.GetWorkflow(ctx, id, handle.RunID()).Get(ctx, nil)
 			_, _ = c.WorkflowService().DeleteWorkflowExecution(context.WithoutCancel(ctx), &workflowservice.DeleteWorkflowExecutionRequest{
 				Namespace:         cmp.Or(opts.Namespace, "default"),

@@ -8,7 +8,9 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -24,6 +26,9 @@ type StartOptions struct {
 	// Input is the workflow input. When Input.ChildID is empty, Start generates it, so the
 	// default workflow id and the child id share one UUID.
 	Input workflows.StartInput
+	// Namespace is the client's namespace (default "default"): Start removes from it a run
+	// its worker rejected, which a client cannot name by itself.
+	Namespace string
 }
 
 // StartWorkflowOptions returns the options workflows.StartSubagent is started with: the workflow id,
@@ -53,10 +58,13 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 // where its cwd exists; a cwd no worker serves is rejected before anything starts.
 //
 // A workflow id in subflow's own namespace (workflows.ReservedIDPrefix) or over the server's
-// length limit is refused before anything starts. A request rejected before publication returns a *subagent.ValidationError whose Error()
-// is exactly the contract's message and whose Rule names the rule. A run cancelled before
-// publication returns an error wrapping a *temporal.CanceledError. Other failures are
-// wrapped with the workflow id.
+// length limit, and an input workflows.CheckInput refuses, are refused before anything
+// starts. A request rejected before publication returns a *subagent.ValidationError whose
+// Error() is exactly the contract's message and whose Rule names the rule; a run its worker
+// rejected (what only the worker can check: the parent session, the cwd, the child id)
+// wrote nothing, and Start deletes it from opts.Namespace, so a rejection leaves no Failed
+// run. A run cancelled before publication returns an error wrapping a
+// *temporal.CanceledError. Other failures are wrapped with the workflow id.
 func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.Published, tclient.WorkflowRun, error) {
 	in := opts.Input
 	if in.ChildID == "" {
@@ -66,6 +74,9 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	if id == "" {
 		id = workflows.WorkflowID(in.ChildID)
 	} else if err := workflows.CheckUserWorkflowID(id); err != nil {
+		return workflows.Published{}, nil, err
+	}
+	if err := workflows.CheckInput(in); err != nil {
 		return workflows.Published{}, nil, err
 	}
 	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), in.Cwd())
@@ -85,6 +96,18 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	}
 	var pub workflows.Published
 	if err := handle.Get(ctx, &pub); err != nil {
+		if ve := workflows.Rejection(err); ve != nil {
+			// Refused by the worker (a parent or cwd only it can see, a child id taken)
+			// before it wrote anything: once the run failed with the rejection the
+			// caller gets (a run still replying to its update is not deleted), it is
+			// removed too, so a rejected start leaves nothing behind.
+			_ = c.GetWorkflow(ctx, id, handle.RunID()).Get(ctx, nil)
+			_, _ = c.WorkflowService().DeleteWorkflowExecution(context.WithoutCancel(ctx), &workflowservice.DeleteWorkflowExecutionRequest{
+				Namespace:         cmp.Or(opts.Namespace, "default"),
+				WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: handle.RunID()},
+			})
+			return workflows.Published{}, nil, ve
+		}
 		return workflows.Published{}, nil, startError(id, err)
 	}
 	run, err := op.Get(ctx)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
+	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -42,6 +43,8 @@ func rejection(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), RuleParentNotFound, nil)
 	case errors.Is(err, session.ErrInvalidID):
 		return temporal.NewNonRetryableApplicationError(err.Error(), RuleInvalidSessionID, nil)
+	case errors.Is(err, inprocess.ErrOwnedElsewhere):
+		return temporal.NewNonRetryableApplicationError(err.Error(), RuleChildIDTaken, nil)
 	case errors.Is(err, session.ErrHeaderMismatch):
 		return temporal.NewNonRetryableApplicationError(err.Error(), RuleSessionConflict, nil)
 	}

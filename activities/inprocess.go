@@ -26,13 +26,26 @@ func (a *Activities) Publish(ctx context.Context, in workflows.ChildInput) (work
 	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
 		return workflows.Published{}, err
 	}
+	// Nothing is written for a request refused for its parent or its child id: no owner
+	// record of a parent that does not exist, none added to another run's child.
+	parentID := in.Request.Parent.SessionID
+	if _, _, err := a.store.Load(ctx, parentID); err != nil {
+		if rej := parentRejection(parentID, err); rej != nil {
+			log.Info("child rejected", zap.Error(err))
+			return workflows.Published{}, rej
+		}
+		return workflows.Published{}, fmt.Errorf("activities: publish %s: read parent %s: %w", in.ChildID, parentID, err)
+	}
+	if err := a.checkOwner(ctx, in.ChildID, in.ChildID, "its session"); err != nil {
+		return workflows.Published{}, err
+	}
 	// The parent too: it is read while this run lives (docs/durability.md).
-	if err := a.own(ctx, in.ChildID, in.Request.Parent.SessionID); err != nil {
+	if err := a.own(ctx, in.ChildID, parentID); err != nil {
 		return workflows.Published{}, err
 	}
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
-		RunTools: []string{subagenttool.Name},
+		RunTools: []string{subagenttool.Name}, Owner: runOwner(ctx),
 	})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, inprocess.ErrAbortedBeforePublication) {

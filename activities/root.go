@@ -16,8 +16,9 @@ import (
 
 // CreateRootSession creates the depth-0 root parent session of a request that names none
 // (contract R-82), if it is absent: a retried call with the same input is a no-op. The cwd must
-// be an absolute, accessible directory (its symlinks resolved). It returns the session's
-// ParentRef.
+// be an absolute, accessible directory (its symlinks resolved). The session records this run
+// as its Owner: a root that exists with another owner (the root of another run's child of
+// the same id) is refused, before anything is written. It returns the session's ParentRef.
 func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateRootSessionInput) (subagent.ParentRef, error) {
 	log := a.logger(ctx, "")
 	// The root cwd is the starter's, so a relative one cannot be resolved here.
@@ -30,7 +31,7 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 	if err := a.checkRoot("root session "+in.SessionID, in.Root.Cwd); err != nil {
 		return subagent.ParentRef{}, err
 	}
-	h := session.Header{ID: in.SessionID, Cwd: cwd, AgentPreset: in.Root.Preset}
+	h := session.Header{ID: in.SessionID, Cwd: cwd, AgentPreset: in.Root.Preset, Owner: runOwner(ctx)}
 	if !in.Root.Route.IsZero() {
 		route := in.Root.Route
 		h.Route = &route
@@ -49,6 +50,11 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 		if err != nil {
 			log.Info("request rejected before its root session was created", zap.Error(err))
 			return subagent.ParentRef{}, rejection(err)
+		}
+	}
+	if in.ChildID != "" {
+		if err := a.checkOwner(ctx, in.ChildID, in.SessionID, "its root session "+in.SessionID); err != nil {
+			return subagent.ParentRef{}, err
 		}
 	}
 	if err := a.own(ctx, in.SessionID); err != nil {

@@ -149,19 +149,23 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	return out, nil
 }
 
-// sdkParent resolves what the sdk child needs from its parent session, when the store holds
-// it: the cwd (if the request carries none), the parent's depth, and the policy that follows
-// the child (RunOptions.Sandbox and MaxDepth: the parent's sandbox mode and the depth that
-// remains under the parent's subtree cap). A parent the store does not hold is at depth 0.
+// sdkParent resolves what the sdk child needs from its parent session: the cwd (if the
+// request carries none), the parent's depth, and the policy that follows the child
+// (RunOptions.Sandbox and MaxDepth: the parent's sandbox mode and the depth that remains
+// under the parent's subtree cap). A request without a parent session is a root's child, at
+// depth 1; a parent session the store does not hold is refused (RuleParentNotFound).
 func (a *Activities) sdkParent(ctx context.Context, req *subagent.Request) (int64, sdkproc.RunOptions, error) {
 	var policy sdkproc.RunOptions
 	if req.Parent.SessionID == "" {
 		return 1, policy, nil
 	}
 	hd, events, err := a.store.Load(ctx, req.Parent.SessionID)
+	if rej := parentRejection(req.Parent.SessionID, err); rej != nil {
+		// As for an in-process child: a parent that does not exist is refused, not read as
+		// a root at depth 1.
+		return 0, policy, rej
+	}
 	switch {
-	case errors.Is(err, session.ErrNotFound):
-		return 1, policy, nil
 	case err != nil:
 		return 0, policy, fmt.Errorf("activities: load parent %s: %w", req.Parent.SessionID, err)
 	}

@@ -37,7 +37,14 @@ type CreateRequest struct {
 	// RunTools are the names of the tools the child's drives install (DriveRequest.Tools),
 	// which the request's tool filter may name besides the global tools.
 	RunTools []string
+	// Owner, when set, is recorded as the child header's Owner: a stored child with another
+	// owner is refused (ErrOwnedElsewhere), even as a child of the same parent.
+	Owner string
 }
+
+// ErrOwnedElsewhere is wrapped by the error of Create when the child exists with another
+// owner than CreateRequest.Owner: another run created it.
+var ErrOwnedElsewhere = errors.New("the session was created by another run")
 
 // Created is what Create persisted.
 type Created struct {
@@ -145,6 +152,8 @@ func (h *Host) plan(ctx context.Context, cr CreateRequest) (plan, *session.Heade
 	case errors.Is(err, session.ErrNotFound):
 	case err != nil:
 		return plan{}, nil, fmt.Errorf("inprocess: create %s: %w", childID, err)
+	case cr.Owner != "" && stored.Owner != cr.Owner:
+		return plan{}, nil, fmt.Errorf("inprocess: create %s: %w (%s)", childID, ErrOwnedElsewhere, stored.Owner)
 	case stored.Origin != session.OriginSubagent || stored.ParentSession != parentID:
 		return plan{}, nil, fmt.Errorf("inprocess: create %s: a session with this id exists and is not a child of %s",
 			childID, parentID)
@@ -187,6 +196,7 @@ func (h *Host) childHeader(cr CreateRequest, childID string, ph session.Header) 
 		AgentPreset:     ph.AgentPreset,
 		Route:           childRoute(ph.Route, cr.Request.AgentOptions),
 		MaxDepth:        maxDepth,
+		Owner:           cr.Owner,
 	}
 	if err := h.checkSetup(hd, cr.Request, cr.RunTools); err != nil {
 		return session.Header{}, err
@@ -212,8 +222,15 @@ func (h *Host) CheckNew(cr CreateRequest, parent session.Header) error {
 }
 
 // checkSetup rejects, before anything is written, what setting the child up would reject:
-// an unknown preset, a tool filter naming unknown tools, a schema that does not compile.
+// a model provider the host has no adapter for, an unknown preset, a tool filter naming
+// unknown tools, a schema that does not compile.
 func (h *Host) checkSetup(hd session.Header, req subagent.Request, runTools []string) error {
+	if hd.Route != nil && hd.Route.Provider != "" {
+		if _, err := h.models.Lookup(hd.Route.Provider); err != nil {
+			return subagent.Rejectf(subagent.RuleUnknownModel, "subagent model provider %q is unknown (agentOptions.provider); known: %s",
+				hd.Route.Provider, h.models)
+		}
+	}
 	if _, err := h.preset(hd.AgentPreset); err != nil {
 		return fmt.Errorf("inprocess: create %s: %w", hd.ID, err)
 	}

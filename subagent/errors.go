@@ -21,6 +21,13 @@ const (
 	RuleMissingCwd            = "missing-cwd"
 	RuleRelativeCwd           = "relative-cwd"
 	RuleInaccessibleCwd       = "inaccessible-cwd"
+	// Field rules of CheckFields: a request the server or a provider could only refuse
+	// later, or would silently change.
+	RuleMissingPrompt    = "missing-prompt"
+	RuleUnsupportedBlock = "unsupported-block"
+	RuleInvalidLabel     = "invalid-label"
+	RuleInvalidTokens    = "invalid-token-limit"
+	RuleUnknownModel     = "unknown-model-provider"
 )
 
 // Rules returns every rule of this package, in the order declared above: with the rules of
@@ -42,6 +49,11 @@ func Rules() []string {
 		RuleMissingCwd,
 		RuleRelativeCwd,
 		RuleInaccessibleCwd,
+		RuleMissingPrompt,
+		RuleUnsupportedBlock,
+		RuleInvalidLabel,
+		RuleInvalidTokens,
+		RuleUnknownModel,
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/subflow-dev/subflow/harness/session"
 )
 
 var (
@@ -19,6 +21,9 @@ func ptr[T any](v T) *T { return &v }
 // schema-only capabilities checked by CheckRequest.
 func TestCheckStart(t *testing.T) {
 	check := func(provider string, req Request) error {
+		if req.Prompt == nil {
+			req.Prompt = []session.Block{session.Text("task")} // CheckFields has its own test
+		}
 		if provider == "schema-only" {
 			return CheckRequest(provider, Capabilities{OutputSchema: true}, req)
 		}

@@ -36,12 +36,15 @@ func ProviderCapabilities(provider string) (Capabilities, bool) {
 func IsRemote(provider string) bool { return providers[provider].remote }
 
 // CheckStart runs the start checks of contract R-4, which need no I/O, in order: the provider
-// must be in the table, then CheckRequest against its capabilities. Every failure is a
-// *ValidationError.
+// must be in the table, then CheckRequest against its capabilities, then the request's fields
+// (CheckFields). Every failure is a *ValidationError.
 func CheckStart(provider string, req Request) error {
 	caps, ok := ProviderCapabilities(provider)
 	if !ok {
 		return Rejectf(RuleUnknownProvider, "no subagent provider registered for %q", provider)
 	}
-	return CheckRequest(provider, caps, req)
+	if err := CheckRequest(provider, caps, req); err != nil {
+		return err
+	}
+	return CheckFields(req)
 }

@@ -56,6 +56,10 @@ const AwaitChildTimeout = 30 * 24 * time.Hour
 // workflow ends Canceled with its BatchSummary as details; a batch cancelled by update
 // completes with Cancelled set.
 func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
+	if err := CheckBatchInput(in); err != nil {
+		// Before anything starts: a bad input fails the batch at once, naming the field.
+		return BatchSummary{}, ToApplicationError(err)
+	}
 	b := newBatch(ctx, in)
 	if err := b.registerHandlers(ctx); err != nil {
 		return BatchSummary{}, err
@@ -218,6 +222,11 @@ func (b *batch) validatePage(_ workflow.Context, p TaskPage) error {
 			b.id, p.Page, p.First, p.First+len(p.Tasks)-1, b.sum.Total)
 	case b.cancelled:
 		return fmt.Errorf("batch %s: cancelled", b.id)
+	}
+	// Within the page, as CheckBatchInput within the inline tasks: the batch keeps no ids of
+	// the pages it stored, so the starter checks the whole batch (starter batch does).
+	if err := duplicateTaskID(p.Tasks, p.First); err != nil {
+		return ToApplicationError(err)
 	}
 	return nil
 }

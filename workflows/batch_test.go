@@ -267,13 +267,17 @@ func TestBatchRunsEveryTaskWithinConcurrency(t *testing.T) {
 
 // TestBatchTakesPagesByUpdate: tasks beyond the inline ones come in pages by UpdateAddTasks;
 // each is stored, loaded when the batch reaches it, and removed at the end. A page out of
-// order or beyond the batch's tasks is refused, and a page sent again is acknowledged.
+// order, beyond the batch's tasks or with two tasks of one id is refused, and a page sent
+// again is acknowledged.
 func TestBatchTakesPagesByUpdate(t *testing.T) {
 	f := &batchFakes{}
 	env := newBatchEnv(t, f)
 	tasks := batchTasks(7)
-	var first, again, outOfOrder, beyond, second *batchAnswer
+	var first, again, outOfOrder, beyond, second, dup *batchAnswer
+	twins := batchTasks(2)
+	twins[0].ID, twins[1].ID = "twin", "twin"
 	env.RegisterDelayedCallback(func() {
+		dup = update(env, UpdateAddTasks, TaskPage{Page: 0, First: 2, Tasks: twins})
 		first = update(env, UpdateAddTasks, TaskPage{Page: 0, First: 2, Tasks: tasks[2:5]})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
@@ -296,6 +300,9 @@ func TestBatchTakesPagesByUpdate(t *testing.T) {
 	assert.EqualError(t, outOfOrder.err, "batch b2: page 2 starting at task 5 is out of order: want page 1 at task 5")
 	require.True(t, beyond.done)
 	assert.EqualError(t, beyond.err, "batch b2: page 1 (tasks 5…7) lies beyond the batch's 7 tasks")
+	require.True(t, dup.done)
+	assert.Equal(t, &subagent.ValidationError{Rule: RuleDuplicateTaskID,
+		Message: `batch tasks 2 and 3 have the same id "twin": each task's id names its own run`}, Rejection(dup.err))
 
 	assert.Equal(t, 7, sum.Done)
 	assert.True(t, sum.Completed())

@@ -197,6 +197,33 @@ type BatchInput struct {
 	RetryOf string `json:"retryOf,omitempty"`
 	// State is set by the batch itself when it continues as new; callers leave it nil.
 	State *BatchState `json:"state,omitempty"`
+	// concurrencyGiven records a concurrency present in the decoded JSON, so that a given
+	// zero is refused (CheckBatchInput) rather than read as the default.
+	concurrencyGiven bool
+}
+
+// UnmarshalJSON decodes a BatchInput, noting a concurrency given as 0, which
+// CheckBatchInput refuses where a missing one means DefaultBatchConcurrency.
+func (in *BatchInput) UnmarshalJSON(data []byte) error {
+	type plain BatchInput // without the method
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	p.concurrencyGiven = jsonFieldGiven(data, "concurrency")
+	*in = BatchInput(p)
+	return nil
+}
+
+// MarshalJSON encodes a BatchInput as its fields say, keeping a concurrency given as 0, so
+// that the input a worker decoded encodes to one it refuses again.
+func (in BatchInput) MarshalJSON() ([]byte, error) {
+	type plain BatchInput // without the method
+	raw, err := json.Marshal(plain(in))
+	if err != nil || !in.concurrencyGiven || in.Concurrency != 0 || len(raw) < 2 {
+		return raw, err
+	}
+	return append(raw[:len(raw)-1], `,"concurrency":0}`...), nil
 }
 
 // countOutcome adds a finished task to s: by stop reason, or as failed.

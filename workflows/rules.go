@@ -41,6 +41,25 @@ const (
 	// RuleOutsideWorkspace: the run's cwd, resolved, lies outside every workspace root its
 	// worker serves (docs/deployment.md).
 	RuleOutsideWorkspace = "outside-workspace"
+	// RuleInvalidChildID: the input's childId cannot name a session (CheckSessionID).
+	RuleInvalidChildID = "invalid-child-id"
+	// RuleInvalidTimeout: the input's timeout is given but not positive.
+	RuleInvalidTimeout = "invalid-timeout"
+	// RuleInvalidAttribute: a value the run carries as a search attribute (its batch, its
+	// model) is over the server's limit (subagent.MaxAttributeBytes).
+	RuleInvalidAttribute = "invalid-attribute"
+	// RuleChildIDTaken: the input's childId names a session another run created: a retry
+	// of the same run finds its own session, another run is refused before it writes.
+	RuleChildIDTaken = "child-id-taken"
+	// RuleDuplicateTaskID: two tasks of a batch name the same workflow id.
+	RuleDuplicateTaskID = "duplicate-task-id"
+	// RuleInvalidConcurrency: a batch's concurrency is given but below 1.
+	RuleInvalidConcurrency = "invalid-concurrency"
+	// RuleUnknownTaskQueue: a task queue no worker polls (subflow.CheckTaskQueue).
+	RuleUnknownTaskQueue = "unknown-task-queue"
+	// RuleBatchIDUsed: a batch with this id already ran (subflow.CheckBatchID): its child
+	// ids, seeded by the batch id, are taken.
+	RuleBatchIDUsed = "batch-id-used"
 )
 
 // rules are the rules of this package, in the order declared above.
@@ -55,6 +74,14 @@ var rules = []string{
 	RuleReservedID,
 	RuleInvalidWorkflowID,
 	RuleOutsideWorkspace,
+	RuleInvalidChildID,
+	RuleInvalidTimeout,
+	RuleInvalidAttribute,
+	RuleChildIDTaken,
+	RuleDuplicateTaskID,
+	RuleInvalidConcurrency,
+	RuleUnknownTaskQueue,
+	RuleBatchIDUsed,
 }
 
 // rejectionTypes are the ApplicationError types retry policies never retry: the rules of

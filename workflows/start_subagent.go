@@ -17,7 +17,7 @@ import (
 //
 //	phase (Status.Phase)   what moves it                       next                the update caller sees
 //	---------------------  ----------------------------------  ------------------  ------------------------------------------
-//	validating             CheckStart or missing-parent fails  failed (reject)     ApplicationError: Type = rule, exact message
+//	validating             CheckInput or checkRunID fails      failed (reject)     ApplicationError: Type = rule, exact message
 //	                       checks pass, child id chosen        creating-root or
 //	                                                           publishing          (still waiting)
 //	creating-root          CreateRootSession fails (rule)      failed (reject)     ApplicationError: Type = rule, exact message
@@ -119,18 +119,16 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 
 func (r *run) execute(ctx workflow.Context) (Outcome, error) {
 	in := r.in
+	// Checked before the start attributes are upserted: a value over the server's limits
+	// (a label, a model) would fail the upsert, and the run, unnamed.
+	if err := CheckInput(in); err != nil {
+		return r.reject(ctx, ToApplicationError(err))
+	}
 	if err := r.upsert(ctx, r.startUpserts(ctx)...); err != nil {
 		return r.fail(err)
 	}
-	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
-		return r.reject(ctx, ToApplicationError(err))
-	}
 	if err := checkRunID(ctx); err != nil {
 		return r.reject(ctx, err)
-	}
-	if in.Request.Parent.SessionID == "" && in.Root == nil {
-		return r.reject(ctx, ToApplicationError(subagent.Rejectf(RuleMissingParent,
-			"subagent request has no parent session and no root session to create")))
 	}
 	childID, err := r.childID(ctx)
 	if err != nil {
@@ -208,7 +206,7 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	id := RootSessionID(r.status.ChildID)
 	var parent subagent.ParentRef
 	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
-		CreateRootSessionInput{SessionID: id, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request, RequestRef: r.requestRef}, &parent)
+		CreateRootSessionInput{SessionID: id, ChildID: r.status.ChildID, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request, RequestRef: r.requestRef}, &parent)
 	if err != nil {
 		return subagent.ParentRef{}, err
 	}

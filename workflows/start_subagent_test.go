@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -98,26 +99,58 @@ func TestValidationRejectsBeforeAnythingRuns(t *testing.T) {
 	tests := []struct {
 		name     string
 		provider string
-		edit     func(*subagent.Request)
-		rule     string
-		msg      string
+		edit     func(*StartInput)
+		// json, when set, is the input as a caller in another language sends it, decoded as
+		// the worker decodes it.
+		json string
+		rule string
+		msg  string
 	}{
 		{name: "unknown provider", provider: "nope",
 			rule: subagent.RuleUnknownProvider, msg: `no subagent provider registered for "nope"`},
 		{name: "sdk has no outputSchema", provider: subagent.ProviderSDK,
-			edit: func(r *subagent.Request) { r.OutputSchema = json.RawMessage(`{"type": "object"}`) },
+			edit: func(in *StartInput) { in.Request.OutputSchema = json.RawMessage(`{"type": "object"}`) },
 			rule: subagent.RuleUnsupportedCapability,
 			msg:  `subagent provider "sdk" does not support the "outputSchema" capability`},
 		{name: "bad maxDepth", provider: subagent.ProviderSpawn,
-			edit: func(r *subagent.Request) { r.MaxDepth = ptr(int64(-1)) },
+			edit: func(in *StartInput) { in.Request.MaxDepth = ptr(int64(-1)) },
 			rule: subagent.RuleInvalidMaxDepth, msg: "subagent maxDepth must be a non-negative safe integer"},
 		{name: "bad schema", provider: subagent.ProviderFork,
-			edit: func(r *subagent.Request) { r.OutputSchema = json.RawMessage(`{"type": "string"}`) },
+			edit: func(in *StartInput) { in.Request.OutputSchema = json.RawMessage(`{"type": "string"}`) },
 			rule: subagent.RuleUnsupportedSchema,
 			msg:  `unsupported JSON schema: schema.type must be "object" (structured output is object-rooted)`},
 		{name: "no parent and no root", provider: subagent.ProviderSpawn,
-			edit: func(r *subagent.Request) { r.Parent = subagent.ParentRef{} },
+			edit: func(in *StartInput) { in.Request.Parent = subagent.ParentRef{} },
 			rule: RuleMissingParent, msg: "subagent request has no parent session and no root session to create"},
+		{name: "no request", json: `{"provider": "spawn", "root": {"cwd": "/work"}}`,
+			rule: subagent.RuleMissingPrompt, msg: "subagent request has no prompt: request.prompt needs at least one block"},
+		{name: "an image block", json: `{"provider": "spawn", "request": {"prompt": [{"type": "image"}]}, "root": {"cwd": "/work"}}`,
+			rule: subagent.RuleUnsupportedBlock, msg: `subagent request.prompt[0] has type "image": a prompt holds "text" and "tool-call" blocks only`},
+		{name: "negative maxTokens", provider: subagent.ProviderSpawn,
+			edit: func(in *StartInput) { in.Request.AgentOptions.MaxTokens = -5 },
+			rule: subagent.RuleInvalidTokens, msg: "subagent request.agentOptions.maxTokens must be a non-negative safe integer: -5"},
+		{name: "a label over the server's limit", provider: subagent.ProviderSpawn,
+			edit: func(in *StartInput) { in.Request.Label = strings.Repeat("l", 100_000) },
+			rule: subagent.RuleInvalidLabel, msg: "subagent request.label is 100002 bytes encoded, over the server's limit of 2048 bytes for a search attribute"},
+		{name: "a childId escaping the store", provider: subagent.ProviderSpawn,
+			edit: func(in *StartInput) { in.ChildID = "../../escape" },
+			rule: RuleInvalidChildID, msg: `subagent childId: invalid session id "../../escape": contains a path separator`},
+		{name: "a childId of 300 bytes", provider: subagent.ProviderSpawn,
+			edit: func(in *StartInput) { in.ChildID = strings.Repeat("c", 300) },
+			rule: RuleInvalidChildID, msg: `subagent childId: invalid session id "` + strings.Repeat("c", 80) + `…": 300 bytes, over the limit of 128`},
+		{name: "a blank parent", provider: subagent.ProviderSpawn,
+			edit: func(in *StartInput) { in.Request.Parent.SessionID = " " },
+			rule: RuleInvalidSessionID, msg: `subagent parent session: invalid session id " ": contains ' ': an id holds letters, digits, '.', '_' and '-'`},
+		{name: "a parent like a flag", provider: subagent.ProviderSpawn,
+			edit: func(in *StartInput) { in.Request.Parent.SessionID = "-x" },
+			rule: RuleInvalidSessionID, msg: `subagent parent session: invalid session id "-x": starts with '-'`},
+		{name: "a negative timeout", json: `{"provider": "spawn", "request": {"prompt": [{"type": "text", "text": "t"}]}, "root": {"cwd": "/work"}, "timeout": "-5s"}`,
+			rule: RuleInvalidTimeout, msg: `subagent timeout must be a positive duration such as "90s" or "10m" (leave it out for none): -5s`},
+		{name: "a zero timeout", json: `{"provider": "spawn", "request": {"prompt": [{"type": "text", "text": "t"}]}, "root": {"cwd": "/work"}, "timeout": 0}`,
+			rule: RuleInvalidTimeout, msg: `subagent timeout must be a positive duration such as "90s" or "10m" (leave it out for none): 0s`},
+		{name: "a model over the server's limit", provider: subagent.ProviderSpawn,
+			edit: func(in *StartInput) { in.Request.AgentOptions.Model = strings.Repeat("m", 3000) },
+			rule: RuleInvalidAttribute, msg: "subagent request.agentOptions.model is 3002 bytes encoded, over the server's limit of 2048 bytes for a search attribute"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,7 +159,11 @@ func TestValidationRejectsBeforeAnythingRuns(t *testing.T) {
 			in := spawnInput()
 			in.Provider = tt.provider
 			if tt.edit != nil {
-				tt.edit(&in.Request)
+				tt.edit(&in)
+			}
+			if tt.json != "" {
+				in = StartInput{}
+				require.NoError(t, json.Unmarshal([]byte(tt.json), &in))
 			}
 			h.run(t, in)
 
@@ -134,8 +171,23 @@ func TestValidationRejectsBeforeAnythingRuns(t *testing.T) {
 			_, err := u.get(t)
 			assertRejected(t, err, tt.rule, tt.msg)
 			assert.Empty(t, h.fakes.Calls(), "nothing is created")
+			assert.Empty(t, h.fakes.Local(), "nothing is created")
+			assert.Equal(t, &subagent.ValidationError{Rule: tt.rule, Message: tt.msg}, CheckInput(in), "starters refuse it up front")
 		})
 	}
+}
+
+// TestCheckInputPassesWhatRuns: the limits themselves pass, and a timeout left out is none.
+func TestCheckInputPassesWhatRuns(t *testing.T) {
+	in := spawnInput()
+	in.ChildID = strings.Repeat("c", MaxSessionIDBytes)
+	in.Request.Label = strings.Repeat("l", subagent.MaxAttributeBytes-2)
+	assert.NoError(t, CheckInput(in))
+	var decoded StartInput
+	require.NoError(t, json.Unmarshal([]byte(`{"provider": "spawn", "request": {"prompt": [{"type": "text", "text": "t"}]}, "root": {"cwd": "/work"}, "timeout": null}`), &decoded))
+	assert.NoError(t, CheckInput(decoded))
+	require.NoError(t, json.Unmarshal([]byte(`{"provider": "spawn", "request": {"prompt": [{"type": "text", "text": "t"}]}, "root": {"cwd": "/work"}, "timeout": "90s"}`), &decoded))
+	assert.NoError(t, CheckInput(decoded))
 }
 
 func TestDepthErrorFromPublishReachesTheCaller(t *testing.T) {

@@ -52,6 +52,9 @@ type StartInput struct {
 	// it passes, the drive is cancelled as a cancel of the workflow would, the child ends
 	// aborted with its partial answer, and the run completes with that outcome.
 	Timeout Duration `json:"timeout,omitempty"`
+	// timeoutGiven records a timeout present in the decoded JSON, so that a given zero is
+	// refused (CheckInput) rather than read as none.
+	timeoutGiven bool
 }
 
 // Cwd is the directory the run works in, read from the one place the input stores it: the
@@ -88,8 +91,11 @@ type RootSession struct {
 // child, so a retried call must create the session only if it is absent. The activity
 // returns the subagent.ParentRef of the session (its id and resolved absolute cwd).
 type CreateRootSessionInput struct {
-	SessionID string      `json:"sessionId"`
-	Root      RootSession `json:"root"`
+	SessionID string `json:"sessionId"`
+	// ChildID is the child the root is created for (SessionID is RootSessionID of it): a
+	// root that another run created is refused naming it (RuleChildIDTaken).
+	ChildID string      `json:"childId,omitempty"`
+	Root    RootSession `json:"root"`
 	// Provider and Request, when Request is set, are the delegation the root is created
 	// for: the activity makes the checks Publish would make against the new root before it
 	// creates it, so a request Publish would reject leaves no root session behind.

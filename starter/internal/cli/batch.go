@@ -34,6 +34,10 @@ const (
 	lineInterval = 5 * time.Second
 )
 
+// taskQueueWait is how long `starter batch` waits for a worker to poll its task queue before
+// it refuses the queue: a worker started just before the batch may not have polled yet.
+const taskQueueWait = 10 * time.Second
+
 // batchFlags are the flags of `starter batch` (contract R-81).
 type batchFlags struct {
 	concurrency        int
@@ -103,10 +107,24 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return startBatch(ctx, c, p, f, stdout, stderr)
 }
 
-// startBatch routes the planned batch's tasks to their workspaces' queues (routeTasks: exit
-// 2 when a cwd is served by no worker), starts the batch, hands it its paged tasks, and
+// startBatch refuses a batch id an earlier batch used (subflow.CheckBatchID) and a task
+// queue no worker polls (subflow.CheckTaskQueue), routes the planned batch's tasks to their
+// workspaces' queues (routeTasks: exit 2 when a cwd is served by no worker), starts the batch, hands it its paged tasks, and
 // follows it unless f.detach.
 func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags, stdout, stderr io.Writer) int {
+	err := subflow.CheckBatchID(ctx, c, p.in.BatchID)
+	if err == nil {
+		err = subflow.CheckTaskQueue(ctx, c, f.taskQueue, taskQueueWait)
+	}
+	if err != nil {
+		var ve *subagent.ValidationError
+		if errors.As(err, &ve) {
+			fmt.Fprintf(stderr, "starter batch: %s\n", ve.Message)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "starter batch: %v\n", err)
+		return exitError
+	}
 	if err := routeTasks(ctx, c, &p); err != nil {
 		fmt.Fprintln(stderr, err)
 		var ue *usageError

@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/subflow-dev/subflow/harness/model"
-	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -17,7 +16,7 @@ type startCheck int
 const (
 	// checkScript: a root session routed to the scripted model names no script.
 	checkScript startCheck = iota + 1
-	// checkRequest: the workflow's own start checks (subagent.CheckStart) refuse the request.
+	// checkRequest: the workflow's own start checks (workflows.CheckInput) refuse the input.
 	checkRequest
 	// checkCwd: the run's working directory is not a directory.
 	checkCwd
@@ -53,7 +52,7 @@ func (e *startCheckError) Unwrap() error { return e.err }
 // checkStart makes the checks every run the starter starts passes first, `starter run` and
 // each task of `starter batch` alike, so that a rejection starts nothing (no failed run is
 // left behind): a root session routed to the scripted model names its script; the
-// workflow's own start checks (subagent.CheckStart); the run's cwd (its root session's, else
+// workflow's own start checks (workflows.CheckInput); the run's cwd (its root session's, else
 // its parent's when set) is a directory, or, with absentOK, absent from this host (it may
 // exist on its worker's); and the input, JSON-encoded, fits in one Temporal payload
 // (workflows.MaxStartInputBytes). It returns nil or the first failed check as a
@@ -62,7 +61,7 @@ func checkStart(in workflows.StartInput, absentOK bool) error {
 	if r := in.Route(); in.Root != nil && r.Provider == model.ProviderScripted && r.Model == "" {
 		return &startCheckError{check: checkScript}
 	}
-	if err := subagent.CheckStart(in.Provider, in.Request); err != nil {
+	if err := workflows.CheckInput(in); err != nil {
 		return &startCheckError{check: checkRequest, err: err}
 	}
 	if cwd := in.Cwd(); cwd != "" {

@@ -41,6 +41,15 @@ func dial(ctx context.Context) (client.Client, error) {
 	return c, nil
 }
 
+// namespace is the namespace dial connects to: the environment's, "" for the default.
+func namespace() string {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return ""
+	}
+	return opts.Namespace
+}
+
 // starterTracing is the tracing of the starter's process, set up on the first traceClient.
 var starterTracing struct {
 	once         sync.Once

@@ -162,8 +162,8 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 		return subflow.StartOptions{}, usagef("starter run: --max-tokens must be a positive integer: %d", f.maxTokens)
 	}
 	if f.parent != "" {
-		if err := session.ValidateID(f.parent); err != nil {
-			return subflow.StartOptions{}, usagef("starter run: --parent: %v", err)
+		if why := workflows.CheckSessionID(f.parent); why != "" {
+			return subflow.StartOptions{}, usagef("starter run: --parent: invalid session id %q: %s", f.parent, why)
 		}
 	}
 	t := workflows.Task{
@@ -242,6 +242,8 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 			return subflow.StartOptions{}, usagef("starter run: --schema %s: %s", f.schema, ve.Message)
 		case ve.Rule == subagent.RuleInvalidMaxDepth:
 			return subflow.StartOptions{}, usagef("starter run: --max-depth %s: %s", f.maxDepth, ve.Message)
+		case ve.Rule == subagent.RuleInvalidLabel:
+			return subflow.StartOptions{}, usagef("starter run: --label: %s", ve.Message)
 		default:
 			return subflow.StartOptions{}, usagef("%s", ve.Message) // the exact message, as the workflow gives it
 		}
@@ -269,6 +271,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
+	opts.Namespace = namespace()
 	pub, wr, err := subflow.Start(ctx, c, opts)
 	if err != nil {
 		var ve *subagent.ValidationError

@@ -198,10 +198,11 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityCleanupCutoff:     a.CleanupCutoff,
 		workflows.ActivityCleanupPage:       a.CleanupPage,
 		// The Batch workflow's.
-		workflows.ActivitySaveBatchPage:    a.SaveBatchPage,
-		workflows.ActivityLoadBatchPage:    a.LoadBatchPage,
-		workflows.ActivityRemoveBatchPages: a.RemoveBatchPages,
-		workflows.ActivityAwaitChild:       a.AwaitChild,
+		workflows.ActivitySaveBatchPage:     a.SaveBatchPage,
+		workflows.ActivityLoadBatchPage:     a.LoadBatchPage,
+		workflows.ActivityRemoveBatchPages:  a.RemoveBatchPages,
+		workflows.ActivityAwaitChild:        a.AwaitChild,
+		workflows.ActivityRetainTaskParents: a.RetainTaskParents,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

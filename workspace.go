@@ -23,30 +23,68 @@ const RuleWorkspace = "workspace"
 type WorkspaceRoot struct {
 	Dir   string `json:"dir"`
 	Local bool   `json:"local,omitempty"`
+	// TrustHardLinks declares that no file under the root is a hard link to a file outside
+	// it (tools.Env.HardLinkRoots): the file tools then read files with several hard links
+	// there. It concerns this worker only, so it is not stated to starters.
+	TrustHardLinks bool `json:"-"`
 }
 
-// ParseWorkspaceRoot reads the worker flag --workspace-root: "local:DIR" is a host-local
-// root, "shared:DIR" or a bare DIR a shared one. DIR must be absolute.
+// Options of a workspace root, before the colon of its flag form.
+const (
+	rootLocal          = "local"
+	rootShared         = "shared"
+	rootTrustHardLinks = "trust-hardlinks"
+)
+
+// ParseWorkspaceRoot reads the worker flag --workspace-root: [OPTIONS:]DIR, where DIR is
+// absolute and OPTIONS a comma-separated list of "local" (a host-local root), "shared" (a
+// shared one, as a bare DIR is) and "trust-hardlinks" (TrustHardLinks): "local:DIR",
+// "local,trust-hardlinks:DIR", "/mnt/shared".
 func ParseWorkspaceRoot(s string) (WorkspaceRoot, error) {
-	root := WorkspaceRoot{Dir: s}
-	if dir, ok := strings.CutPrefix(s, "local:"); ok {
-		root = WorkspaceRoot{Dir: dir, Local: true}
-	} else if dir, ok := strings.CutPrefix(s, "shared:"); ok {
-		root.Dir = dir
+	var root WorkspaceRoot
+	dir := s
+	if !strings.HasPrefix(s, "/") {
+		if opts, rest, ok := strings.Cut(s, ":"); ok {
+			dir = rest
+			shared := false
+			for _, o := range strings.Split(opts, ",") {
+				switch o {
+				case rootLocal:
+					root.Local = true
+				case rootShared:
+					shared = true
+				case rootTrustHardLinks:
+					root.TrustHardLinks = true
+				default:
+					return WorkspaceRoot{}, fmt.Errorf("workspace root %q: unknown option %q; want %s, %s or %s before the colon",
+						s, o, rootLocal, rootShared, rootTrustHardLinks)
+				}
+			}
+			if root.Local && shared {
+				return WorkspaceRoot{}, fmt.Errorf("workspace root %q: a root is %s or %s, not both", s, rootLocal, rootShared)
+			}
+		}
 	}
-	if !filepath.IsAbs(root.Dir) {
-		return WorkspaceRoot{}, fmt.Errorf("workspace root %q: want an absolute directory, optionally prefixed local: or shared:", s)
+	if !filepath.IsAbs(dir) {
+		return WorkspaceRoot{}, fmt.Errorf("workspace root %q: want an absolute directory, optionally prefixed local:, shared: or trust-hardlinks: (options joined by commas)", s)
 	}
-	root.Dir = filepath.Clean(root.Dir)
+	root.Dir = filepath.Clean(dir)
 	return root, nil
 }
 
 // String is the flag form of r, which ParseWorkspaceRoot reads back.
 func (r WorkspaceRoot) String() string {
+	var opts []string
 	if r.Local {
-		return "local:" + r.Dir
+		opts = append(opts, rootLocal)
 	}
-	return r.Dir
+	if r.TrustHardLinks {
+		opts = append(opts, rootTrustHardLinks)
+	}
+	if len(opts) == 0 {
+		return r.Dir
+	}
+	return strings.Join(opts, ",") + ":" + r.Dir
 }
 
 // holds reports whether cwd lies under r.

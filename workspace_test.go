@@ -10,18 +10,35 @@ import (
 
 func TestParseWorkspaceRoot(t *testing.T) {
 	for in, want := range map[string]WorkspaceRoot{
-		"local:/srv/ws/": {Dir: "/srv/ws", Local: true},
-		"shared:/mnt/x":  {Dir: "/mnt/x"},
-		"/mnt/shared":    {Dir: "/mnt/shared"},
+		"local:/srv/ws/":                {Dir: "/srv/ws", Local: true},
+		"shared:/mnt/x":                 {Dir: "/mnt/x"},
+		"/mnt/shared":                   {Dir: "/mnt/shared"},
+		"local,trust-hardlinks:/srv/ws": {Dir: "/srv/ws", Local: true, TrustHardLinks: true},
+		"trust-hardlinks,shared:/mnt/x": {Dir: "/mnt/x", TrustHardLinks: true},
+		"trust-hardlinks:/mnt/y":        {Dir: "/mnt/y", TrustHardLinks: true},
 	} {
 		got, err := ParseWorkspaceRoot(in)
 		if err != nil || got != want {
 			t.Errorf("ParseWorkspaceRoot(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "local:", "local:rel/dir", "ws"} {
+	for _, in := range []string{"", "local:", "local:rel/dir", "ws", "trust-hardlinks:ws"} {
 		if _, err := ParseWorkspaceRoot(in); err == nil {
 			t.Errorf("ParseWorkspaceRoot(%q) accepted a relative directory", in)
+		}
+	}
+	for in, want := range map[string]string{
+		"hardlinks:/srv/ws":    `workspace root "hardlinks:/srv/ws": unknown option "hardlinks"; want local, shared or trust-hardlinks before the colon`,
+		"local,shared:/srv/ws": `workspace root "local,shared:/srv/ws": a root is local or shared, not both`,
+	} {
+		if _, err := ParseWorkspaceRoot(in); err == nil || err.Error() != want {
+			t.Errorf("ParseWorkspaceRoot(%q) = %v, want %s", in, err, want)
+		}
+	}
+	for _, in := range []string{"local:/srv/ws", "local,trust-hardlinks:/srv/ws", "trust-hardlinks:/mnt/x", "/mnt/y"} {
+		r, err := ParseWorkspaceRoot(in)
+		if err != nil || r.String() != in {
+			t.Errorf("ParseWorkspaceRoot(%q).String() = %q, %v", in, r.String(), err)
 		}
 	}
 }

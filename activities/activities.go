@@ -69,6 +69,10 @@ type Config struct {
 	// every run's cwd must resolve under one, checked when the run starts and by every tool
 	// call (docs/deployment.md). Empty serves any cwd.
 	WorkspaceRoots []string
+	// HardLinkRoots are those of WorkspaceRoots whose hard links the operator trusts (worker
+	// --workspace-root trust-hardlinks:DIR): elsewhere no child's file tools, in-process or
+	// sdk, read a file with more than one hard link (tools.Env.HardLinkRoots).
+	HardLinkRoots []string
 	// Protected are state directories every child's file tools refuse whatever the cwd,
 	// in-process and sdk alike (docs/sdk-children.md): the sdk runtime's session root, say.
 	// The root of a file session store is added to them.
@@ -142,7 +146,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	host, err := inprocess.NewHost(inprocess.Options{
 		Store: cfg.Store, Models: models, Tools: cfg.Tools, Presets: cfg.Presets, Logger: log,
-		Protected: protected, Roots: cfg.WorkspaceRoots,
+		Protected: protected, Roots: cfg.WorkspaceRoots, HardLinkRoots: cfg.HardLinkRoots,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activities: new: %w", err)
@@ -160,7 +164,7 @@ func New(cfg Config) (*Activities, error) {
 		sdkCfg := cfg.SDK
 		sdkCfg.ProviderName = subagent.ProviderSDK
 		sdkCfg.Protected = append(sdkCfg.Protected, protected...)
-		sdkCfg.Roots = cfg.WorkspaceRoots
+		sdkCfg.Roots, sdkCfg.HardLinkRoots = cfg.WorkspaceRoots, cfg.HardLinkRoots
 		if a.sdk, err = sdkproc.New(sdkCfg, sdkproc.Options{Logger: log}); err != nil {
 			return nil, fmt.Errorf("activities: new: sdk provider: %w", err)
 		}
@@ -198,10 +202,11 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityCleanupCutoff:     a.CleanupCutoff,
 		workflows.ActivityCleanupPage:       a.CleanupPage,
 		// The Batch workflow's.
-		workflows.ActivitySaveBatchPage:    a.SaveBatchPage,
-		workflows.ActivityLoadBatchPage:    a.LoadBatchPage,
-		workflows.ActivityRemoveBatchPages: a.RemoveBatchPages,
-		workflows.ActivityAwaitChild:       a.AwaitChild,
+		workflows.ActivitySaveBatchPage:     a.SaveBatchPage,
+		workflows.ActivityLoadBatchPage:     a.LoadBatchPage,
+		workflows.ActivityRemoveBatchPages:  a.RemoveBatchPages,
+		workflows.ActivityAwaitChild:        a.AwaitChild,
+		workflows.ActivityRetainTaskParents: a.RetainTaskParents,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

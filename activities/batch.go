@@ -34,7 +34,14 @@ func pageID(batch string, n int) string {
 
 // SaveBatchPage stores page in.Page of batch in.BatchID in the session store, durably, as
 // a blob of its own. Saving a page again keeps the first copy.
+// The batch becomes an owner of the parent sessions the page's tasks name first
+// (RetainTaskParents), so they outlive the runs that wrote them while the batch runs.
 func (a *Activities) SaveBatchPage(ctx context.Context, in workflows.BatchPageInput) error {
+	if err := a.RetainTaskParents(ctx, workflows.RetainTaskParentsInput{
+		BatchID: in.BatchID, Sessions: workflows.TaskParents(in.Tasks),
+	}); err != nil {
+		return err
+	}
 	err := a.blobs.PutValue(ctx, pageID(in.BatchID, in.Page), eventBatchPage, in.Tasks)
 	var owner *ownerError
 	switch {
@@ -42,6 +49,33 @@ func (a *Activities) SaveBatchPage(ctx context.Context, in workflows.BatchPageIn
 		return err
 	case err != nil:
 		return fmt.Errorf("activities: store page %d of batch %s: %w", in.Page, in.BatchID, err)
+	}
+	return nil
+}
+
+// RetainTaskParents records the activity's workflow (the batch) as an owner of each session
+// of in.Sessions that exists (docs/durability.md, "Retention"): the retention cleanup then
+// keeps it while the batch runs, and for the retention after, whatever became of the runs
+// that wrote it. A session that does not exist, or an id no store accepts, is skipped: the
+// task naming it fails when it starts, with the reason, and no stub is left for it.
+func (a *Activities) RetainTaskParents(ctx context.Context, in workflows.RetainTaskParentsInput) error {
+	if _, ok := a.store.(session.Retainer); !ok {
+		return nil
+	}
+	for _, id := range in.Sessions {
+		if session.ValidateID(id) != nil {
+			continue
+		}
+		_, _, err := a.store.Load(ctx, id)
+		switch {
+		case errors.Is(err, session.ErrNotFound):
+			continue
+		case err != nil:
+			return fmt.Errorf("activities: retain parent session %s of batch %s: %w", id, in.BatchID, err)
+		}
+		if err := a.own(ctx, id); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -80,30 +81,114 @@ func (a *Activities) CleanupCutoff(ctx context.Context, in workflows.CleanupCuto
 // CleanupPage checks one page of old sessions with Temporal and removes those no kept run
 // owns (see workflows.Cleanup). An owner is gone when Temporal no longer knows its workflow
 // id, or its latest run closed before the cutoff; a running owner, or one closed since,
-// keeps the session. It heartbeats once per session, and counts what it removed in the
-// worker's metrics: subflow_cleanup_removed_items and subflow_cleanup_removed_bytes, by kind.
+// keeps the session. It counts what it removed in the worker's metrics:
+// subflow_cleanup_removed_items and subflow_cleanup_removed_bytes, by kind.
+//
+// The page's outcome counts what the page removed whichever attempt removed it: once the
+// owners are checked, the attempt records its plan (what it will remove, and the counts so
+// far) as the activity's heartbeat details, synchronously, before it removes anything. A
+// retry — its worker was killed mid-page — finds the plan and carries it out instead of
+// listing the page again, counting a planned session that is gone as removed by the attempt
+// before. Listing again would not see those sessions, and the report would undercount.
 func (a *Activities) CleanupPage(ctx context.Context, in workflows.CleanupPageInput) (workflows.CleanupPageOutput, error) {
-	var out workflows.CleanupPageOutput
 	r, ok := a.store.(session.Retainer)
 	if !ok {
-		return out, temporal.NewNonRetryableApplicationError(
+		return workflows.CleanupPageOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("activities: cleanup: the session store %T records no owners", a.store), TypeNoRetainer, nil)
 	}
+	hb, err := a.newSyncHeartbeat(ctx)
+	if err != nil {
+		return workflows.CleanupPageOutput{}, err
+	}
+	var plan cleanupPlan
+	recovered := activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &plan) == nil && plan.Planned
+	if !recovered {
+		if plan, err = a.planCleanupPage(ctx, r, in, hb); err != nil {
+			return workflows.CleanupPageOutput{}, err
+		}
+		if !in.DryRun && len(plan.Remove) > 0 {
+			if err := hb.beat(plan, true); err != nil {
+				return workflows.CleanupPageOutput{}, err
+			}
+		}
+	}
+	out := workflows.CleanupPageOutput{Next: plan.Next, Done: plan.Done}
+	out.Checked, out.Kept = plan.Checked, plan.Kept
+	log := a.log.With(zap.String("workflowID", activity.GetInfo(ctx).WorkflowExecution.ID))
+	for _, o := range plan.Remove {
+		if err := hb.beat(plan, false); err != nil {
+			return out, err
+		}
+		kind := storedKind(o.ID)
+		if !in.DryRun {
+			removed, err := r.RemoveOwned(ctx, o.ID, o.Touched)
+			if err != nil {
+				return out, fmt.Errorf("activities: cleanup: %w", err)
+			}
+			if !removed {
+				gone, err := a.gone(ctx, o.ID)
+				if err != nil {
+					return out, err
+				}
+				if !recovered || !gone {
+					// A run started to use it since it was listed (or, on a first attempt,
+					// another cleanup took it): not this page's removal.
+					out.Kept++
+					continue
+				}
+				// Removed by the attempt before this one, which may have died before
+				// counting it in its metrics; the report counts it here.
+				out.Add(workflows.CleanupCounts{Removed: map[string]workflows.CleanupKind{kind: {Items: 1, Bytes: o.Size}}})
+				continue
+			}
+			m := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"kind": kind})
+			m.Counter("subflow_cleanup_removed_items").Inc(1)
+			m.Counter("subflow_cleanup_removed_bytes").Inc(o.Size)
+			log.Debug("removed", zap.String("session", o.ID), zap.Int64("bytes", o.Size))
+		}
+		out.Add(workflows.CleanupCounts{Removed: map[string]workflows.CleanupKind{kind: {Items: 1, Bytes: o.Size}}})
+	}
+	return out, nil
+}
+
+// cleanupPlan is what a CleanupPage attempt decided for its page once it checked the owners:
+// the heartbeat details a retry of the page resumes from.
+type cleanupPlan struct {
+	Planned bool             `json:"planned"`
+	Remove  []plannedRemoval `json:"remove,omitempty"`
+	Checked int              `json:"checked"`
+	Kept    int              `json:"kept"`
+	Next    string           `json:"next,omitempty"`
+	Done    bool             `json:"done,omitempty"`
+}
+
+// plannedRemoval is a session of a page that no kept run owns, as the page listed it.
+type plannedRemoval struct {
+	ID      string    `json:"id"`
+	Touched time.Time `json:"touched"`
+	Size    int64     `json:"size"`
+}
+
+// planCleanupPage lists the page of in and checks the owners of each session with Temporal.
+func (a *Activities) planCleanupPage(ctx context.Context, r session.Retainer, in workflows.CleanupPageInput, hb *syncHeartbeat) (cleanupPlan, error) {
+	plan := cleanupPlan{Planned: true}
 	page, err := r.Owned(ctx, session.OwnedQuery{After: in.After, Before: in.Cutoff, Limit: in.Limit})
 	if err != nil {
-		return out, fmt.Errorf("activities: cleanup: %w", err)
+		return plan, fmt.Errorf("activities: cleanup: %w", err)
 	}
-	log := a.log.With(zap.String("workflowID", activity.GetInfo(ctx).WorkflowExecution.ID))
 	kept := map[string]bool{} // owner → Temporal keeps it, for the owners many sessions share
 	for _, o := range page {
-		activity.RecordHeartbeat(ctx, o.ID)
-		out.Checked++
+		// Not the plan yet: a retry from here lists the page again.
+		if err := hb.beat(cleanupPlan{}, false); err != nil {
+			return plan, err
+		}
+		plan.Checked++
 		keep := false
 		for _, owner := range o.Owners {
 			k, seen := kept[owner]
 			if !seen {
 				if k, err = a.ownerKept(ctx, owner, in.Cutoff); err != nil {
-					return out, err
+					return plan, err
 				}
 				kept[owner] = k
 			}
@@ -112,32 +197,62 @@ func (a *Activities) CleanupPage(ctx context.Context, in workflows.CleanupPageIn
 				break
 			}
 		}
-		if !keep && !in.DryRun {
-			removed, err := r.RemoveOwned(ctx, o.ID, o.Touched)
-			if err != nil {
-				return out, fmt.Errorf("activities: cleanup: %w", err)
-			}
-			keep = !removed
-		}
 		if keep {
-			out.Kept++
+			plan.Kept++
 			continue
 		}
-		kind := storedKind(o.ID)
-		out.Add(workflows.CleanupCounts{Removed: map[string]workflows.CleanupKind{kind: {Items: 1, Bytes: o.Size}}})
-		if !in.DryRun {
-			m := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"kind": kind})
-			m.Counter("subflow_cleanup_removed_items").Inc(1)
-			m.Counter("subflow_cleanup_removed_bytes").Inc(o.Size)
-			log.Debug("removed", zap.String("session", o.ID), zap.Int64("bytes", o.Size), zap.Strings("owners", o.Owners))
-		}
+		plan.Remove = append(plan.Remove, plannedRemoval{ID: o.ID, Touched: o.Touched, Size: o.Size})
 	}
 	if len(page) < in.Limit {
-		out.Done = true
+		plan.Done = true
 	} else {
-		out.Next = page[len(page)-1].ID
+		plan.Next = page[len(page)-1].ID
 	}
-	return out, nil
+	return plan, nil
+}
+
+// gone reports whether the store no longer holds session id.
+func (a *Activities) gone(ctx context.Context, id string) (bool, error) {
+	_, _, err := a.store.Load(ctx, id)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("activities: cleanup: %w", err)
+	}
+	return false, nil
+}
+
+// syncHeartbeat sends an activity's heartbeats itself, through the client, each one
+// synchronously: the SDK's own RecordHeartbeat batches details and sends them later, and a
+// batched older detail could replace a plan a retry must find.
+type syncHeartbeat struct {
+	ctx   context.Context
+	c     client.Client
+	token []byte
+	every time.Duration
+	last  time.Time
+}
+
+func (a *Activities) newSyncHeartbeat(ctx context.Context) (*syncHeartbeat, error) {
+	c := a.client(ctx)
+	if c == nil {
+		return nil, errors.New("activities: cleanup: no Temporal client in the activity context")
+	}
+	return &syncHeartbeat{ctx: ctx, c: c, token: activity.GetInfo(ctx).TaskToken, every: a.interval}, nil
+}
+
+// beat records details as the heartbeat, at once when force is set, else at most once per
+// interval.
+func (h *syncHeartbeat) beat(details any, force bool) error {
+	if !force && time.Since(h.last) < h.every {
+		return nil
+	}
+	if err := h.c.RecordActivityHeartbeat(h.ctx, h.token, details); err != nil {
+		return fmt.Errorf("activities: cleanup: heartbeat: %w", err)
+	}
+	h.last = time.Now()
+	return nil
 }
 
 // ownerKept reports whether Temporal still keeps the workflow id: running, or closed at or

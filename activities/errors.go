@@ -28,6 +28,12 @@ const (
 // return when their worker stops under them: the retry runs on another worker.
 const TypeWorkerStopping = "worker-stopping"
 
+// TypeSDKStart is the type of the non-retryable ApplicationError RunSDKChild returns when its
+// child runtime did not start: it exited, stayed silent or answered garbage before the
+// initialize handshake completed, or its command cannot be run. Only a spawn that failed for
+// want of a resource is retried (sdkproc.SpawnError.Transient).
+const TypeSDKStart = "sdk-start"
+
 // rejection returns err as the workflow must see it: rules and permanent faults become
 // non-retryable ApplicationErrors carrying the exact message; anything else is returned
 // unchanged and retried.

@@ -35,7 +35,8 @@ const phaseStarting = "starting"
 // could not reach the server) returns a retryable error instead. When the worker stops, the run is disposed the same
 // way and a retryable TypeWorkerStopping error is returned: a process cannot move, so the
 // retry starts a new child. Start failures caused by the request (the cwd rules) are
-// non-retryable rejections.
+// non-retryable rejections; a child that fails its handshake (exits, stays silent, answers
+// garbage) is a non-retryable TypeSDKStart error (sdkStartFailure).
 func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (workflows.Outcome, error) {
 	log := a.logger(ctx, in.RunID)
 	if a.sdk == nil {
@@ -114,7 +115,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 		return workflows.Outcome{}, workerStopping("sdk child " + in.RunID)
 	default:
 		log.Info("sdk child did not start", zap.Error(err))
-		return workflows.Outcome{}, rejection(err)
+		return workflows.Outcome{}, sdkStartFailure(err)
 	}
 	live.Store(run)
 
@@ -147,6 +148,26 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	}
 	log.Info("sdk child finished", zap.String("stopReason", string(res.StopReason)))
 	return out, nil
+}
+
+// sdkStartFailure returns the error of a child that did not start: a rejection of the
+// request as rejection makes it; a retryable error when the process could not be spawned
+// for want of a resource (sdkproc.SpawnError.Transient), which a later attempt may find;
+// and otherwise a non-retryable TypeSDKStart error with the provider's message. A child that
+// exited, stayed silent, answered garbage or no identity in its handshake would do the same
+// on every attempt, each costing a handshake timeout and the kill ladder, so the run ends
+// at the first.
+func sdkStartFailure(err error) error {
+	var spawnErr *sdkproc.SpawnError
+	if errors.As(err, &spawnErr) && spawnErr.Transient() {
+		return err
+	}
+	err = rejection(err)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), TypeSDKStart, nil)
 }
 
 // sdkParent resolves what the sdk child needs from its parent session: the cwd (if the

@@ -155,3 +155,33 @@ func TestRunSDKChildFollowsTheParentsPolicy(t *testing.T) {
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, err.Error(), "subagent depth 2 exceeds maxDepth 1")
 }
+
+// TestRunSDKChildHandshakeFailureIsFinal: a child runtime that stays silent, writes garbage
+// instead of answering initialize, ignores SIGTERM and leaves a grandchild, exits before its
+// handshake or cannot be run at all fails RunSDKChild with a non-retryable TypeSDKStart
+// error carrying the provider's message, so the run ends at its first attempt instead of
+// paying the handshake timeout and the kill ladder once per retry.
+func TestRunSDKChildHandshakeFailureIsFinal(t *testing.T) {
+	for _, tc := range []struct {
+		name, command, script, want string
+	}{
+		{"silent", "/bin/sh", "exec sleep 3600", "did not complete the handshake within 300ms; it was stopped"},
+		{"garbage", "/bin/sh", "while :; do echo 'not json at all'; sleep 0.01; done", "did not complete the handshake within 300ms; it was stopped"},
+		{"ignores SIGTERM, leaves a grandchild", "/bin/sh", "trap '' TERM; sleep 3600 & wait", "did not complete the handshake within 300ms; it was stopped"},
+		{"exits", "/bin/sh", "echo 'cannot load configuration' >&2; exit 3", "DeepSeek Harness runtime exited\nexit code: 3\nstderr tail:\ncannot load configuration"},
+		{"missing command", "/nonexistent/child-runtime", "", "spawn /nonexistent/child-runtime"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			e := newEnv(t, f.activities(func(c *activities.Config) {
+				c.SDK.Command, c.SDK.Args = tc.command, []string{"-c", tc.script}
+				c.SDK.HandshakeTimeoutMs, c.SDK.DisposeEOFGraceMs, c.SDK.DisposeGraceMs = 300, 200, 200
+			}), worker.Options{})
+			_, err := runSDK(e, "run-1", request("hello"))
+			appErr := requireApplicationError(t, err)
+			assert.Equal(t, activities.TypeSDKStart, appErr.Type())
+			assert.True(t, appErr.NonRetryable(), "a retry meets the same child")
+			assert.Contains(t, appErr.Error(), tc.want)
+		})
+	}
+}

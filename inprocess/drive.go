@@ -146,7 +146,7 @@ func (h *Host) open(ctx context.Context, dr DriveRequest, interrupt bool) (_ *ch
 	}
 	a, err := agent.Open(ctx, agent.Options{
 		Store: store, SessionID: dr.ChildID, Models: h.models, Tools: h.tools, Preset: preset, Logger: h.log,
-		InterruptOnRetryable: interrupt, Protected: h.protected, Roots: h.roots,
+		InterruptOnRetryable: interrupt, Protected: h.protected, Roots: h.roots, HardLinkRoots: h.links,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inprocess: open child %s: %w", dr.ChildID, err)

@@ -42,6 +42,9 @@ type Options struct {
 	// Roots are the workspace roots every child's cwd must resolve under (tools.Env.Roots);
 	// empty means any cwd.
 	Roots []string
+	// HardLinkRoots are the roots whose hard links are trusted (tools.Env.HardLinkRoots):
+	// elsewhere the children's file tools do not read a file with more than one hard link.
+	HardLinkRoots []string
 }
 
 // Host runs in-process children over one session store. It keeps a live registry of the
@@ -56,6 +59,7 @@ type Host struct {
 	// protected is Options.Protected with the store's root.
 	protected []string
 	roots     []string
+	links     []string // Options.HardLinkRoots
 
 	mu   sync.Mutex
 	live map[string]*child
@@ -82,6 +86,7 @@ func NewHost(opts Options) (*Host, error) {
 		log:       log,
 		protected: protected,
 		roots:     opts.Roots,
+		links:     opts.HardLinkRoots,
 		live:      make(map[string]*child),
 	}, nil
 }

@@ -66,17 +66,17 @@ func spawn(opts spawnOptions) (*child, error) {
 	}
 	inR, inW, err := pipe()
 	if err != nil {
-		return nil, fmt.Errorf("%s: spawn %s: %w", messagePrefix, opts.command, err)
+		return nil, &SpawnError{Command: opts.command, Err: err}
 	}
 	outR, outW, err := pipe()
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("%s: spawn %s: %w", messagePrefix, opts.command, err)
+		return nil, &SpawnError{Command: opts.command, Err: err}
 	}
 	errR, errW, err := pipe()
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("%s: spawn %s: %w", messagePrefix, opts.command, err)
+		return nil, &SpawnError{Command: opts.command, Err: err}
 	}
 
 	cmd := exec.Command(opts.command, opts.args...)
@@ -118,7 +118,7 @@ func spawn(opts spawnOptions) (*child, error) {
 	}()
 	if err := <-started; err != nil {
 		closeAll()
-		return nil, fmt.Errorf("%s: spawn %s: %w", messagePrefix, opts.command, err)
+		return nil, &SpawnError{Command: opts.command, Err: err}
 	}
 	c.pid = cmd.Process.Pid
 	c.log.Debug("child started", zap.Int("pid", c.pid), zap.String("command", opts.command), zap.String("cwd", opts.dir))
@@ -302,3 +302,29 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string { return e.msg }
+
+// SpawnError is StartRun's error when the child process could not be started at all: no
+// pipe, no fork, or no executable at the command's path.
+type SpawnError struct {
+	Command string
+	Err     error
+}
+
+func (e *SpawnError) Error() string {
+	return fmt.Sprintf("%s: spawn %s: %v", messagePrefix, e.Command, e.Err)
+}
+
+func (e *SpawnError) Unwrap() error { return e.Err }
+
+// Transient reports whether the spawn failed for want of a resource the host may have again
+// soon — processes (EAGAIN), memory, file descriptors — so that starting the child again
+// later can succeed. A missing or non-executable command is not transient: every attempt
+// meets it.
+func (e *SpawnError) Transient() bool {
+	for _, errno := range []syscall.Errno{syscall.EAGAIN, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE} {
+		if errors.Is(e.Err, errno) {
+			return true
+		}
+	}
+	return false
+}

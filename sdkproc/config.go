@@ -65,10 +65,12 @@ type Config struct {
 	HandshakeTimeoutMs float64 `json:"handshakeTimeoutMs,omitempty"`
 	// Protected and Roots are sent in initialize (docs/protocol.md): the worker's state
 	// directories, which the child's file tools refuse whatever the cwd, and the workspace
-	// roots the child's cwd must resolve under (docs/sdk-children.md). Set by the worker,
-	// not read from a config file.
-	Protected []string `json:"-"`
-	Roots     []string `json:"-"`
+	// roots the child's cwd must resolve under (docs/sdk-children.md); HardLinkRoots, the
+	// roots whose hard links the operator trusts (tools.Env.HardLinkRoots). Set by the
+	// worker, not read from a config file.
+	Protected     []string `json:"-"`
+	Roots         []string `json:"-"`
+	HardLinkRoots []string `json:"-"`
 }
 
 // LoadConfig decodes a JSON config, rejecting unknown keys and explicit zero or non-numeric

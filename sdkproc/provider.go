@@ -200,7 +200,7 @@ var errChildExited = errors.New("child exited during the handshake")
 // handshake sends initialize exactly once and checks the server identity (contract R-61).
 func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route session.Route, opts RunOptions) error {
 	params := wire.InitializeParams{Cwd: cwd, Provider: route.Provider, Model: route.Model, Sandbox: opts.Sandbox,
-		Protected: p.cfg.Protected, Roots: p.cfg.Roots,
+		Protected: p.cfg.Protected, Roots: p.cfg.Roots, HardLinkRoots: p.cfg.HardLinkRoots,
 		TraceParent: telemetry.TraceParent(ctx)}
 	if opts.Admit != nil {
 		params.Admission = opts.AdmitProviders

@@ -242,6 +242,10 @@ func TestSpawnFailure(t *testing.T) {
 	h := newHarness(t, Config{Command: filepath.Join(t.TempDir(), "missing")}, Options{})
 	_, err := h.p.Start(context.Background(), request(t, "hi"))
 	require.ErrorIs(t, err, os.ErrNotExist)
+	var se *SpawnError
+	require.ErrorAs(t, err, &se)
+	assert.False(t, se.Transient(), "a missing command stays missing: no retry can fix it")
+	assert.True(t, (&SpawnError{Err: fmt.Errorf("fork: %w", syscall.EAGAIN)}).Transient(), "out of processes: a retry may fit")
 }
 
 func TestHandshakeWithoutServerIdentity(t *testing.T) {

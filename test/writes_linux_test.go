@@ -14,9 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writeCounter counts the completed writes of every file in one directory with inotify
-// (IN_CLOSE_WRITE): the kernel's count of tool executions that wrote a file, whichever
-// process made them.
+// writeCounter counts the completed writes of every file in one directory with inotify: the
+// kernel's count of tool executions that wrote a file, whichever process made them. A write
+// is a file closed after writing (IN_CLOSE_WRITE) or a file renamed to the name
+// (IN_MOVED_TO): write_file writes a temporary file and renames it over the path, and the
+// temporary name, moved away (IN_MOVED_FROM), is forgotten.
 type writeCounter struct {
 	dir string
 	f   *os.File
@@ -36,7 +38,7 @@ func countWrites(t testing.TB, dir string) *writeCounter {
 	t.Helper()
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	require.NoError(t, err)
-	_, err = unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE)
+	_, err = unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO)
 	require.NoError(t, err)
 	// A non-blocking fd goes through the runtime poller, so Close ends a pending Read.
 	w := &writeCounter{dir: dir, f: os.NewFile(uintptr(fd), "inotify"), counts: map[string]int{},
@@ -67,7 +69,11 @@ func (w *writeCounter) read() {
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
-			if len(name) > 0 {
+			switch {
+			case len(name) == 0:
+			case ev.Mask&unix.IN_MOVED_FROM != 0:
+				delete(w.counts, string(name))
+			default:
 				w.counts[string(name)]++
 			}
 			off += unix.SizeofInotifyEvent + int(ev.Len)

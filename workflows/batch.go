@@ -64,6 +64,7 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 	if err := b.registerHandlers(ctx); err != nil {
 		return BatchSummary{}, err
 	}
+	b.retainParents(ctx)
 	// Awaiting children and aborting them go on after a cancel.
 	bg, _ := workflow.NewDisconnectedContext(ctx)
 	for _, rt := range b.inherited {
@@ -254,6 +255,24 @@ func (b *batch) addTasks(ctx workflow.Context, p TaskPage) (BatchSummary, error)
 	b.pages = append(b.pages, PageRef{Page: p.Page, First: p.First, Count: len(p.Tasks)})
 	b.stored += len(p.Tasks)
 	return b.progress(), nil
+}
+
+// retainParents makes the batch an owner of the parent sessions its inline tasks name, before
+// any of them starts, so that the retention cleanup keeps them while the batch runs, however
+// long its tasks wait (paused, queued behind the concurrency, or after continue-as-new)
+// and however old the runs that wrote them. Tasks of stored pages are retained when the
+// page is saved. A run whose tasks name no parent schedules nothing. A failure is logged
+// and the batch goes on: its tasks still find their parents unless a cleanup removes them.
+func (b *batch) retainParents(ctx workflow.Context) {
+	parents := TaskParents(b.page)
+	if len(parents) == 0 {
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, shortOptions(fmt.Sprintf("retain the parent sessions of batch %s", b.id)))
+	err := workflow.ExecuteActivity(actx, ActivityRetainTaskParents, RetainTaskParentsInput{BatchID: b.id, Sessions: parents}).Get(ctx, nil)
+	if err != nil && ctx.Err() == nil {
+		workflow.GetLogger(ctx).Warn("retain the parent sessions of the batch's tasks", "batch", b.id, "error", err)
+	}
 }
 
 // startTasks starts children until every task started, the run should continue as new (its

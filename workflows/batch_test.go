@@ -39,6 +39,9 @@ type batchFakes struct {
 	pages    map[int][]Task
 	removed  []BatchPageInput
 	awaited  []string
+	// retained is every RetainTaskParents input, with the children started before it.
+	retained      []RetainTaskParentsInput
+	retainedAfter []int
 	// onAwait, when set, answers AwaitChild; it completes every child by default.
 	onAwait func(context.Context, AwaitChildInput) (ChildResult, error)
 }
@@ -52,10 +55,11 @@ func newBatchEnv(t *testing.T, f *batchFakes) *testsuite.TestWorkflowEnvironment
 	env.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName})
 	env.RegisterWorkflowWithOptions(f.child, workflow.RegisterOptions{Name: WorkflowName})
 	for name, fn := range map[string]any{
-		ActivitySaveBatchPage:    f.savePage,
-		ActivityLoadBatchPage:    f.loadPage,
-		ActivityRemoveBatchPages: f.removePages,
-		ActivityAwaitChild:       f.awaitChild,
+		ActivitySaveBatchPage:     f.savePage,
+		ActivityLoadBatchPage:     f.loadPage,
+		ActivityRemoveBatchPages:  f.removePages,
+		ActivityAwaitChild:        f.awaitChild,
+		ActivityRetainTaskParents: f.retain,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -102,6 +106,14 @@ func (f *batchFakes) savePage(_ context.Context, in BatchPageInput) error {
 	if _, ok := f.pages[in.Page]; !ok {
 		f.pages[in.Page] = in.Tasks
 	}
+	return nil
+}
+
+func (f *batchFakes) retain(_ context.Context, in RetainTaskParentsInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retained = append(f.retained, in)
+	f.retainedAfter = append(f.retainedAfter, len(f.children))
 	return nil
 }
 
@@ -479,4 +491,24 @@ func TestBatchCountsALostPageAsFailedTasks(t *testing.T) {
 	assert.Equal(t, 1, sum.StartErrors[0].Index)
 	assert.Contains(t, sum.StartErrors[0].Error, "batch b7: load page 0: ")
 	assert.Equal(t, []BatchPageInput{{BatchID: "b7", Page: 1}}, f.removed)
+}
+
+// TestBatchRetainsTaskParentsFirst: a batch whose inline tasks name parent sessions makes
+// itself their owner (each parent once) before it starts any task, so a retention cleanup
+// while the tasks wait keeps them; a batch whose tasks name none schedules nothing for it,
+// as the recorded histories of such batches have it.
+func TestBatchRetainsTaskParentsFirst(t *testing.T) {
+	tasks := batchTasks(4)
+	tasks[0].Parent, tasks[1].Parent, tasks[3].Parent = "session-a", "session-b", "session-a"
+	tasks[0].Provider = subagent.ProviderFork
+	f := &batchFakes{}
+	sum, _ := runChain(t, f, BatchInput{BatchID: "b1", Tasks: tasks, Defaults: batchDefaults}, 1)
+	assert.Equal(t, 4, sum.Done)
+	assert.Equal(t, []RetainTaskParentsInput{{BatchID: "b1", Sessions: []string{"session-a", "session-b"}}}, f.retained)
+	assert.Equal(t, []int{0}, f.retainedAfter, "retained before any task started")
+
+	f = &batchFakes{}
+	sum, _ = runChain(t, f, BatchInput{BatchID: "b2", Tasks: batchTasks(3), Defaults: batchDefaults}, 1)
+	assert.Equal(t, 3, sum.Done)
+	assert.Empty(t, f.retained)
 }

@@ -99,6 +99,10 @@ const (
 	ActivityLoadBatchPage    = "LoadBatchPage"
 	ActivityRemoveBatchPages = "RemoveBatchPages"
 	ActivityAwaitChild       = "AwaitChild"
+	// ActivityRetainTaskParents records the batch as an owner of the parent sessions its
+	// inline tasks name (docs/durability.md, "Retention"); pages are retained by
+	// SaveBatchPage.
+	ActivityRetainTaskParents = "RetainTaskParents"
 )
 
 // MemoBatchIndex is the memo key of a batch child holding its task's number.
@@ -136,6 +140,26 @@ type BatchPageInput struct {
 	BatchID string `json:"batchId"`
 	Page    int    `json:"page"`
 	Tasks   []Task `json:"tasks,omitempty"`
+}
+
+// RetainTaskParentsInput is the input of RetainTaskParents: the parent sessions of tasks of
+// batch BatchID not started yet, each once.
+type RetainTaskParentsInput struct {
+	BatchID  string   `json:"batchId"`
+	Sessions []string `json:"sessions"`
+}
+
+// TaskParents returns the parent sessions tasks name, each once, in the order first named.
+func TaskParents(tasks []Task) []string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if t.Parent != "" && !seen[t.Parent] {
+			seen[t.Parent] = true
+			ids = append(ids, t.Parent)
+		}
+	}
+	return ids
 }
 
 // RunningTask is a child a Batch run started and hands to the next run when it continues

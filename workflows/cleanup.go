@@ -17,9 +17,10 @@ import (
 // are owners Temporal still keeps, so what they read stays.
 //
 // The walk's cursor and totals live in the workflow, which continues as new every
-// CleanupPagesPerRun pages: a worker killed mid-page has the page redone (removal is
-// idempotent), and a cleanup terminated mid-way leaves the rest to the next one, which walks
-// the store from its start again.
+// CleanupPagesPerRun pages: a worker killed mid-page has the page finished by the activity's
+// retry, from the plan the page recorded in its heartbeat (so the totals count what either
+// attempt removed), and a cleanup terminated mid-way leaves the rest to the next one, which
+// walks the store from its start again.
 const (
 	// CleanupWorkflowName is the registered name of Cleanup.
 	CleanupWorkflowName = "SubflowCleanup"

@@ -59,6 +59,8 @@ type Options struct {
 	// Roots are the workspace roots the cwd must resolve under (tools.Env.Roots); empty
 	// means any cwd.
 	Roots []string
+	// HardLinkRoots are the roots whose hard links are trusted (tools.Env.HardLinkRoots).
+	HardLinkRoots []string
 }
 
 // Agent runs turns for one session. Its methods are safe for concurrent use.
@@ -71,7 +73,8 @@ type Agent struct {
 	log       *zap.Logger
 	protected []string
 	roots     []string
-	interrupt bool // Options.InterruptOnRetryable
+	links     []string // Options.HardLinkRoots
+	interrupt bool     // Options.InterruptOnRetryable
 
 	// logMu serialises appends: seq assignment, the store write, state and subscriber
 	// delivery happen together so subscribers see exactly the log, in order.
@@ -138,6 +141,7 @@ func Open(ctx context.Context, opts Options) (*Agent, error) {
 		log:       opts.Logger,
 		protected: append([]string(nil), opts.Protected...),
 		roots:     append([]string(nil), opts.Roots...),
+		links:     append([]string(nil), opts.HardLinkRoots...),
 		interrupt: opts.InterruptOnRetryable,
 		st:        st,
 		subs:      make(map[int]func(session.Event)),
@@ -238,6 +242,7 @@ func (a *Agent) env() tools.Env {
 		ApprovalPolicy: a.st.approval,
 		Protected:      a.protected,
 		Roots:          a.roots,
+		HardLinkRoots:  a.links,
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -80,6 +79,7 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 	shown := filepath.Clean(args.Path)
 	var matches []string
 	truncated := false
+	linked := 0 // files skipped for their hard links
 	err = fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // unreadable entries are skipped, not fatal
@@ -101,10 +101,23 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 				return nil
 			}
 		}
-		if info, err := d.Info(); err != nil || info.Size() > GrepMaxFileBytes {
+		info, err := d.Info()
+		if err != nil || info.Size() > GrepMaxFileBytes {
+			return nil
+		}
+		if err := w.checkLinks(p, info); err != nil {
+			if p == rel {
+				return err // the file asked for: refused as read_file refuses it
+			}
+			linked++
 			return nil
 		}
 		data, err := w.readRegular(p)
+		var linkErr *HardLinkError
+		if errors.As(err, &linkErr) {
+			linked++ // linked since the check above
+			return nil
+		}
 		if err != nil || len(data) == 0 || bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
 			return nil
 		}
@@ -124,23 +137,33 @@ func grep(ctx context.Context, env Env, call Call) (Result, error) {
 		}
 		return nil
 	})
+	var linkErr *HardLinkError
+	if errors.As(err, &linkErr) {
+		linkErr.Path = args.Path
+		return Result{}, linkErr
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("grep %q: %w", args.Path, err)
 	}
+	var note string
+	if linked > 0 {
+		note = fmt.Sprintf("\n[skipped %d files with more than one hard link: they may be files outside the working directory]", linked)
+	}
 	if len(matches) == 0 {
-		return TextResult("no matches"), nil
+		return TextResult("no matches" + note), nil
 	}
 	out := strings.Join(matches, "\n")
 	if truncated {
 		out += fmt.Sprintf("\n[truncated: showing the first %d matches; narrow the pattern, path or glob]", GrepMaxMatches)
 	}
-	return TextResult(out), nil
+	return TextResult(out + note), nil
 }
 
 // readRegular reads the regular file at rel (a path of the walk), at most GrepMaxFileBytes of
-// it; anything else is an error, never a blocking read.
+// it; anything else is an error, never a blocking read, and so is a file with several hard
+// links under an untrusted root (*HardLinkError).
 func (w *workspace) readRegular(rel string) ([]byte, error) {
-	f, err := w.openRegular(rel, rel, os.O_RDONLY)
+	f, err := w.openRead(rel, rel)
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,9 @@ func listDir(ctx context.Context, env Env, call Call) (Result, error) {
 		names[i] = e.Name()
 		if e.IsDir() {
 			names[i] += "/"
+		} else if info, err := e.Info(); err == nil && w.checkLinks(e.Name(), info) != nil {
+			// Named so the model does not spend a call on it; nothing of the file is shown.
+			names[i] += " [more than one hard link: not readable]"
 		}
 	}
 	sort.Strings(names)

@@ -29,6 +29,9 @@ type workspace struct {
 	real      string   // cwd with every symlink resolved
 	protected []string // Env.Protected, symlinks resolved where they exist
 	root      *os.Root
+	// links is set when the cwd lies under one of Env.HardLinkRoots: files with several
+	// hard links may be read.
+	links bool
 }
 
 func openWorkspace(ctx context.Context, tool string, env Env) (*workspace, error) {
@@ -52,7 +55,7 @@ func openWorkspace(ctx context.Context, tool string, env Env) (*workspace, error
 		return nil, fmt.Errorf("%s: working directory %q resolves to %s, which lies outside the workspace roots this worker serves (%s)",
 			tool, cwd, real, strings.Join(env.Roots, ", "))
 	}
-	w := &workspace{ctx: ctx, tool: tool, cwd: cwd, real: real, root: root}
+	w := &workspace{ctx: ctx, tool: tool, cwd: cwd, real: real, root: root, links: underAny(real, env.HardLinkRoots)}
 	for _, p := range env.Protected {
 		if rp, err := filepath.EvalSymlinks(p); err == nil {
 			w.protected = append(w.protected, rp)
@@ -163,6 +166,64 @@ func (w *workspace) openRegular(p, rel string, flag int) (*os.File, error) {
 	info, err := f.Stat()
 	if err == nil {
 		err = w.checkRegular(p, info)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// HardLinkError is the refusal of a regular file with more than one hard link, under a cwd
+// whose root's hard links the operator did not declare trusted (Env.HardLinkRoots): another
+// link to the same inode may lie outside the working directory — `ln outside/secret ws/x`
+// needs no access to the workspace's tools — so reading it could disclose a file the cwd
+// does not hold.
+type HardLinkError struct {
+	Tool  string
+	Path  string // as the model gave it
+	Links uint64
+}
+
+func (e *HardLinkError) Error() string {
+	return fmt.Sprintf("%s %q: has %d hard links, so it may be a file outside the working directory; the file tools do not read it "+
+		"(an operator may declare a workspace root's hard links trusted: worker --workspace-root trust-hardlinks:DIR)",
+		e.Tool, e.Path, e.Links)
+}
+
+// linkCount returns the number of hard links of the file info describes, when the
+// platform's stat tells it (Linux and macOS do).
+func linkCount(info fs.FileInfo) (uint64, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return uint64(st.Nlink), true
+}
+
+// checkLinks refuses a regular file with more than one hard link unless the workspace's
+// hard links are trusted (see HardLinkError).
+func (w *workspace) checkLinks(p string, info fs.FileInfo) error {
+	if w.links || !info.Mode().IsRegular() {
+		return nil
+	}
+	if n, ok := linkCount(info); ok && n > 1 {
+		return &HardLinkError{Tool: w.tool, Path: p, Links: n}
+	}
+	return nil
+}
+
+// openRead opens rel (from resolve) for reading: a regular file (openRegular) with a single
+// hard link, or any number under a trusted root. The links are counted on the opened file,
+// so a link made between a check and the open is caught.
+func (w *workspace) openRead(p, rel string) (*os.File, error) {
+	f, err := w.openRegular(p, rel, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil {
+		err = w.checkLinks(p, info)
 	}
 	if err != nil {
 		f.Close()

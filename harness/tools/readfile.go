@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
 )
@@ -65,7 +64,7 @@ func readFile(ctx context.Context, env Env, call Call) (Result, error) {
 		return Result{}, err
 	}
 	defer w.Close()
-	f, err := w.openRegular(args.Path, rel, os.O_RDONLY)
+	f, err := w.openRead(args.Path, rel)
 	if err != nil {
 		return Result{}, err
 	}

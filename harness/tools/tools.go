@@ -64,6 +64,13 @@ type Env struct {
 	// that is a symlink out of a root, or one set by a run started around the starter;
 	// docs/deployment.md). Empty means any cwd.
 	Roots []string
+	// HardLinkRoots are the absolute, symlink-free workspace roots whose hard links the
+	// operator trusts (worker --workspace-root trust-hardlinks:DIR). A regular file with
+	// more than one hard link may share its inode with a file outside the cwd, so the file
+	// tools read one only when the cwd, resolved, lies under one of these; elsewhere
+	// read_file refuses it with a *HardLinkError and grep skips it. Writes never need
+	// this: write_file replaces the name, never the inode behind it.
+	HardLinkRoots []string
 }
 
 // Call is one tool call the model asked for. Input is a JSON object.

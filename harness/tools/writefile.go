@@ -2,9 +2,11 @@ package tools
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -64,16 +66,50 @@ func writeFile(ctx context.Context, env Env, call Call) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, w.pathErr(args.Path, err.Error())
 	}
-	f, err := w.openRegular(args.Path, rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-	if err != nil {
+	if err := w.replace(args.Path, rel, *args.Content); err != nil {
 		return Result{}, err
 	}
-	_, err = f.WriteString(*args.Content)
+	return TextResult(fmt.Sprintf("wrote %d bytes to %s", len(*args.Content), args.Path)), nil
+}
+
+// replace makes rel (from resolve) name a new regular file holding content: written to a
+// temporary file in the same directory, synced, then renamed over rel. The name is
+// replaced, never the inode behind it, so a hard link to a file outside the cwd (`ln
+// outside/secret ws/x`) is unlinked from the workspace rather than written through, and a
+// reader or a crash sees the old content or the new, never a mix. An existing file keeps
+// its permission bits; anything at rel but a regular file (a directory, a FIFO) is refused
+// as openRegular refuses it.
+func (w *workspace) replace(p, rel, content string) error {
+	perm := fs.FileMode(0o644)
+	if info, err := w.root.Lstat(rel); err == nil {
+		if err := w.checkRegular(p, info); err != nil {
+			return err
+		}
+		perm = info.Mode().Perm()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return w.fsErr(p, err)
+	}
+	tmp := filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".subflow-"+rand.Text()[:12])
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return w.fsErr(p, err)
+	}
+	_, err = f.WriteString(content)
+	if err == nil {
+		err = f.Chmod(perm) // the umask may have narrowed it
+	}
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return Result{}, w.fsErr(args.Path, err)
+	if err == nil {
+		err = w.root.Rename(tmp, rel)
 	}
-	return TextResult(fmt.Sprintf("wrote %d bytes to %s", len(*args.Content), args.Path)), nil
+	if err != nil {
+		_ = w.root.Remove(tmp)
+		return w.fsErr(p, err)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/subflow-dev/subflow/harness/agent"
@@ -59,9 +60,9 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	if !filepath.IsAbs(p.Cwd) {
 		return nil, fmt.Errorf("initialize cwd must be an absolute path: %q", p.Cwd)
 	}
-	for _, d := range append(append([]string(nil), p.Protected...), p.Roots...) {
+	for _, d := range slices.Concat(p.Protected, p.Roots, p.HardLinkRoots) {
 		if !filepath.IsAbs(d) {
-			return nil, fmt.Errorf("initialize protected and roots must be absolute paths: %q", d)
+			return nil, fmt.Errorf("initialize protected, roots and hardLinkRoots must be absolute paths: %q", d)
 		}
 	}
 	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
@@ -85,7 +86,7 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 	}
 	s.store, s.cwd, s.route, s.sandbox, s.maxDepth = store, p.Cwd, &route, p.Sandbox, maxDepth
 	s.protected = append([]string{s.sessionRoot}, p.Protected...)
-	s.roots = p.Roots
+	s.roots, s.hardLinkRoots = p.Roots, p.HardLinkRoots
 	s.traceParent = p.TraceParent
 	s.models = s.admitted(p.Admission)
 	return wire.InitializeResult{ServerInfo: wire.ServerInfo{Name: wire.ServerName, Version: s.version}}, nil
@@ -139,7 +140,7 @@ func (s *server) sessionLocked(ctx context.Context, id string) (*sessionState, e
 	}
 	a, err := agent.Open(ctx, agent.Options{
 		Store: s.store, SessionID: id, Models: s.models, Tools: s.tools, Preset: s.preset,
-		Logger: s.log, Protected: s.protected, Roots: s.roots,
+		Logger: s.log, Protected: s.protected, Roots: s.roots, HardLinkRoots: s.hardLinkRoots,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("session/prompt %s: %w", id, err)

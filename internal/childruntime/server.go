@@ -171,18 +171,20 @@ type server struct {
 
 	// mu guards the fields below. Prompt handling holds it throughout, so that no agent is
 	// opened or given work after dispose took its snapshot.
-	mu           sync.Mutex
-	route        *session.Route // set by initialize
-	cwd          string
-	sandbox      string   // the delegating parent's sandbox mode, set by initialize
-	maxDepth     *int64   // the remaining delegation depth, set by initialize
-	sessionRoot  string   // Options.SessionRoot or DefaultSessionRoot
-	protected    []string // sessionRoot and the client's state directories, set by initialize
-	roots        []string // the client's workspace roots, set by initialize
-	traceParent  string   // the delegating run's span, set by initialize ("" when untraced)
-	store        *filestore.Store
-	sessions     map[string]*sessionState
-	shuttingDown bool
+	mu          sync.Mutex
+	route       *session.Route // set by initialize
+	cwd         string
+	sandbox     string   // the delegating parent's sandbox mode, set by initialize
+	maxDepth    *int64   // the remaining delegation depth, set by initialize
+	sessionRoot string   // Options.SessionRoot or DefaultSessionRoot
+	protected   []string // sessionRoot and the client's state directories, set by initialize
+	roots       []string // the client's workspace roots, set by initialize
+	// hardLinkRoots are the roots whose hard links the client trusts, set by initialize.
+	hardLinkRoots []string
+	traceParent   string // the delegating run's span, set by initialize ("" when untraced)
+	store         *filestore.Store
+	sessions      map[string]*sessionState
+	shuttingDown  bool
 }
 
 func newServer(opts Options, log *zap.Logger) (*server, error) {

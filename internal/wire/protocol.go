@@ -58,9 +58,13 @@ type InitializeParams struct {
 	// Protected are absolute directories the runtime's file tools must refuse whatever the
 	// cwd, besides its own session store: the client's state (its session store, payloads).
 	// Roots, when set, are the workspace roots the client serves: every tool call's cwd,
-	// resolved, must lie under one. Both are subflow extensions (docs/protocol.md).
-	Protected []string `json:"protected,omitempty"`
-	Roots     []string `json:"roots,omitempty"`
+	// resolved, must lie under one. HardLinkRoots are those of the roots whose hard links
+	// the client's operator trusts (tools.Env.HardLinkRoots): elsewhere the file tools do not
+	// read a file with more than one hard link. All three are subflow extensions
+	// (docs/protocol.md).
+	Protected     []string `json:"protected,omitempty"`
+	Roots         []string `json:"roots,omitempty"`
+	HardLinkRoots []string `json:"hardLinkRoots,omitempty"`
 
 	TraceParent string `json:"traceparent,omitempty"`
 	// Admission names the model providers whose requests the client admits (its

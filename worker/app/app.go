@@ -168,6 +168,12 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	if opts.Models == nil {
 		opts.Models = model.NewDefaultRegistry()
 	}
+	var linkRoots []string // the resolved roots whose hard links the operator trusts
+	for i, r := range opts.WorkspaceRoots {
+		if r.TrustHardLinks {
+			linkRoots = append(linkRoots, roots[i])
+		}
+	}
 	acts, err := activities.New(activities.Config{
 		Store:   store,
 		Models:  opts.Models,
@@ -186,6 +192,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		AdmissionTaskQueue:     opts.TaskQueue,
 
 		WorkspaceRoots: roots,
+		HardLinkRoots:  linkRoots,
 		Protected:      sdkSessionRoots(opts),
 		Retention:      opts.Retention,
 	})

@@ -95,7 +95,7 @@ Flags:
 		"join the Worker Deployment `NAME` (default $"+EnvDeploymentName+"; empty: unversioned)")
 	fs.StringVar(&opts.BuildID, "build-id", "",
 		"build id of this worker in its deployment (default $"+EnvBuildID+", else the binary's module version or VCS revision)")
-	fs.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker (repeatable)",
+	fs.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker; trust-hardlinks:DIR (or local,trust-hardlinks:DIR) lets the file tools read files with several hard links there (repeatable)",
 		func(v string) error {
 			root, err := subflow.ParseWorkspaceRoot(v)
 			opts.WorkspaceRoots = append(opts.WorkspaceRoots, root)

@@ -10,6 +10,9 @@
 //	ignore-eof   like stall, but does not answer shutdown and survives stdin EOF
 //	ignore-term  like ignore-eof, and also ignores SIGTERM
 //	garbage      writes garbage lines and a 10 MB line before behaving like echo
+//	garbage-only writes garbage lines and never answers (the handshake never completes)
+//	term-grandchild  ignores SIGTERM, starts a grandchild in its process group that ignores
+//	             SIGTERM too (its pid on stderr: "grandchild <pid>"), and never answers
 //	malformed    streams "partial " and then a final assistant/message whose content is no array
 //	noturn       settles idle right after the receipt, without any turn
 //	prereceipt   streams "LEAKED" before the receipt, and sends the whole turn before the
@@ -25,6 +28,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -41,6 +45,21 @@ func main() {
 	}
 	switch mode {
 	case "hang":
+		sleepForever()
+	case "garbage-only":
+		os.Stdout.WriteString("not json at all\n[1,2,3]\n{\"neither\":\"id nor method\"}\n{broken\n")
+		sleepForever()
+	case "term-grandchild":
+		signal.Ignore(syscall.SIGTERM)
+		gc := exec.Command(os.Args[0], "ignore-term-hang")
+		if err := gc.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "badchild: start grandchild:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "grandchild %d\n", gc.Process.Pid)
+		sleepForever()
+	case "ignore-term-hang":
+		signal.Ignore(syscall.SIGTERM)
 		sleepForever()
 	case "exit3":
 		fmt.Fprintln(os.Stderr, "badchild: fatal: cannot load configuration")

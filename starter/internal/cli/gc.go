@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -24,8 +25,14 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if fs.NArg() != 0 || *olderThan < 0 {
+	if fs.NArg() != 0 {
 		fmt.Fprintln(stderr, "usage: starter gc [--dry-run] [--older-than DURATION] [--task-queue Q]")
+		return exitUsage
+	}
+	// An --older-than given is a retention: 0 or less would not mean "use the default" (the
+	// cleanup reads a zero OlderThan that way), so it is refused rather than reinterpreted.
+	if isSet(fs, "older-than") && *olderThan <= 0 {
+		fmt.Fprintf(stderr, "starter gc: --older-than %v: want a positive duration such as 1h or 30m; omit the flag for the worker's --retention, else the namespace's retention\n", *olderThan)
 		return exitUsage
 	}
 	c, ok := dialOrReport(ctx, stderr)
@@ -82,4 +89,11 @@ func size(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -24,6 +25,9 @@ type StartOptions struct {
 	// Input is the workflow input. When Input.ChildID is empty, Start generates it, so the
 	// default workflow id and the child id share one UUID.
 	Input workflows.StartInput
+	// Priority is the run's task-queue priority and fairness, which its activities and
+	// children inherit; a PriorityKey of 0 means workflows.RunPriority, ahead of batch tasks.
+	Priority temporal.Priority
 }
 
 // StartWorkflowOptions returns the options workflows.StartSubagent is started with: the workflow id,
@@ -68,11 +72,18 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	} else if err := workflows.CheckUserWorkflowID(id); err != nil {
 		return workflows.Published{}, nil, err
 	}
+	prio := opts.Priority
+	prio.PriorityKey = cmp.Or(prio.PriorityKey, workflows.RunPriority)
+	if err := workflows.CheckPriority(prio); err != nil {
+		return workflows.Published{}, nil, fmt.Errorf("subflow: start %s: %w", id, err)
+	}
 	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), runCwd(in))
 	if err != nil {
 		return workflows.Published{}, nil, err
 	}
-	op := c.NewWithStartWorkflowOperation(StartWorkflowOptions(id, queue, in), workflows.StartSubagent, in)
+	sopts := StartWorkflowOptions(id, queue, in)
+	sopts.Priority = prio
+	op := c.NewWithStartWorkflowOperation(sopts, workflows.StartSubagent, in)
 	handle, err := c.UpdateWithStartWorkflow(ctx, tclient.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: tclient.UpdateWorkflowOptions{

@@ -43,6 +43,9 @@ type batchFlags struct {
 	taskQueue          string
 	id                 string
 	detach             bool
+	priority           int
+	fairnessKey        string
+	weight             float64
 }
 
 func (f *batchFlags) register(fs *flag.FlagSet) {
@@ -52,6 +55,34 @@ func (f *batchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` of the batch, also its SubagentBatch (default batch-<uuid>)")
 	fs.BoolVar(&f.detach, "detach", false, "return once every task is handed to the batch; follow it with starter batch status ID")
+	fs.IntVar(&f.priority, "priority", workflows.BatchPriority, "task-queue priority `N` of the batch's tasks: 1 (highest) to 5; runs default to 2")
+	fs.StringVar(&f.fairnessKey, "fairness-key", "", "fairness `KEY` the batch's tasks share with other batches of that key (default: the batch's id)")
+	fs.Float64Var(&f.weight, "weight", 1, "fairness `WEIGHT` of the batch (0.001 to 1000): batches sharing workers progress in proportion to their weights")
+}
+
+// check checks the flags every batch start shares (contract R-81).
+func (f *batchFlags) check(cmd string) error {
+	if f.concurrency < 1 {
+		return usagef("%s: --concurrency must be at least 1: %d", cmd, f.concurrency)
+	}
+	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
+		return usagef("%s: --id: %v", cmd, err)
+	}
+	if f.priority < 0 || f.priority > workflows.MaxPriorityKey { // 0: the default
+		return usagef("%s: --priority must be 1 (highest) to %d: %d", cmd, workflows.MaxPriorityKey, f.priority)
+	}
+	if len(f.fairnessKey) > workflows.MaxFairnessKeyBytes {
+		return usagef("%s: --fairness-key is %d bytes, over the server's limit of %d", cmd, len(f.fairnessKey), workflows.MaxFairnessKeyBytes)
+	}
+	if f.weight != 0 && (f.weight < workflows.MinFairnessWeight || f.weight > workflows.MaxFairnessWeight) { // 0: the default
+		return usagef("%s: --weight must be %g to %g: %g", cmd, workflows.MinFairnessWeight, float64(workflows.MaxFairnessWeight), f.weight)
+	}
+	return nil
+}
+
+// taskPriority is the priority of the batch's tasks (workflows.BatchPriorityOf).
+func (f *batchFlags) taskPriority(batchID string) temporal.Priority {
+	return workflows.BatchPriorityOf(batchID, f.priority, f.fairnessKey, float32(f.weight))
 }
 
 // batchPlan is a batch ready to start: its input, where its tasks come from (a tasks file,
@@ -184,6 +215,8 @@ func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags,
 		ID:            p.in.BatchID,
 		TaskQueue:     f.taskQueue,
 		StaticSummary: fmt.Sprintf("batch of %d tasks", p.in.Total),
+		// The batch's children and their activities inherit it.
+		Priority: f.taskPriority(p.in.BatchID),
 	}
 	if p.in.RetryOf != "" {
 		opts.StaticSummary += ", retry of " + p.in.RetryOf
@@ -251,11 +284,8 @@ func followBatch(ctx context.Context, c client.Client, wr client.WorkflowRun, to
 // plan checks the flags and returns the batch to start from the tasks file at path, which
 // startBatch reads (batchPlan.check, then batchPlan.handOver).
 func (f *batchFlags) plan(path string) (batchPlan, error) {
-	if f.concurrency < 1 {
-		return batchPlan{}, usagef("starter batch: --concurrency must be at least 1: %d", f.concurrency)
-	}
-	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
-		return batchPlan{}, usagef("starter batch: --id: %v", err)
+	if err := f.check("starter batch"); err != nil {
+		return batchPlan{}, err
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

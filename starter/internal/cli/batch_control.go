@@ -232,8 +232,8 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	defer c.Close()
-	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
-		fmt.Fprintf(stderr, "starter batch retry: --id: %v\n", err)
+	if err := f.check("starter batch retry"); err != nil {
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")

@@ -135,6 +135,15 @@ func TestInteractiveRunGoesAheadOfBatch(t *testing.T) {
 	require.Less(t, p.Done, n, "the batch was still running when the run ended")
 	require.NoError(t, batch.Get(ctx, nil))
 
+	// The status query and the summary show the priorities, a child's as it inherited it.
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: batchID}, p.Priority)
+	st, err := subflow.Describe(ctx, env.c, run.GetID(), "")
+	require.NoError(t, err)
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.RunPriority, FairnessKey: batchID}, st.Priority)
+	st, err = subflow.Describe(ctx, env.c, workflows.BatchChildWorkflowID(batchID, 0), "")
+	require.NoError(t, err)
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: batchID}, st.Priority)
+
 	mine := dispatches(t, run.GetID(), run.GetRunID())
 	var theirs []dispatch
 	for i := range n {
@@ -191,7 +200,9 @@ func TestBatchesShareWorkersByWeight(t *testing.T) {
 	light, lightRun := startBatch(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
 	defer cancel()
-	require.NoError(t, heavyRun.Get(ctx, nil))
+	var sum workflows.BatchSummary
+	require.NoError(t, heavyRun.Get(ctx, &sum))
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: heavy, FairnessWeight: 3}, sum.Priority)
 	require.NoError(t, lightRun.Get(ctx, nil))
 
 	type started struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 )
 
 // Task-queue priorities (temporal.Priority.PriorityKey: 1 is the highest, 5 the lowest of
@@ -53,4 +54,44 @@ func CheckPriority(p temporal.Priority) error {
 		return fmt.Errorf("weight %g is not %g to %g", p.FairnessWeight, MinFairnessWeight, float32(MaxFairnessWeight))
 	}
 	return nil
+}
+
+// Priority is a run's task-queue priority and fairness as its status and a batch's summary
+// show them: what it was started with, or inherited from the workflow that started it.
+type Priority struct {
+	// PriorityKey is 1 (highest) … MaxPriorityKey; 0 when the run has none (the server's
+	// default, 3).
+	PriorityKey int `json:"priorityKey,omitempty"`
+	// FairnessKey groups tasks for fairness; a batch's is its id unless set.
+	FairnessKey string `json:"fairnessKey,omitempty"`
+	// FairnessWeight is the key's share; 0 means the server's default, 1.
+	FairnessWeight float32 `json:"fairnessWeight,omitempty"`
+}
+
+// priorityOf is the Priority of the running workflow, nil when it has none.
+func priorityOf(ctx workflow.Context) *Priority {
+	p := workflow.GetInfo(ctx).Priority
+	if p == (temporal.Priority{}) {
+		return nil
+	}
+	return &Priority{PriorityKey: p.PriorityKey, FairnessKey: p.FairnessKey, FairnessWeight: p.FairnessWeight}
+}
+
+// String is the priority as `starter status` prints it: "2", "4, fairness key K, weight 3";
+// empty for nil.
+func (p *Priority) String() string {
+	if p == nil {
+		return ""
+	}
+	s := "default"
+	if p.PriorityKey != 0 {
+		s = fmt.Sprint(p.PriorityKey)
+	}
+	if p.FairnessKey != "" {
+		s += ", fairness key " + p.FairnessKey
+	}
+	if p.FairnessWeight != 0 {
+		s += fmt.Sprintf(", weight %g", p.FairnessWeight)
+	}
+	return s
 }

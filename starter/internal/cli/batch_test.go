@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/subagent"
@@ -238,4 +239,27 @@ func TestBatchTasksStream(t *testing.T) {
 	assert.LessOrEqual(t, held, 2*workflows.MaxPageTasks, "tasks read but not yet handed over")
 	assert.Greater(t, held, 0)
 	t.Logf("held %d, first page at %d of %d bytes", held, firstPageAt, size)
+}
+
+// TestBatchPriorityFlags: the batch's tasks run at --priority (default behind runs) under
+// --fairness-key (default the batch's id) with --weight; values the server would refuse are
+// refused first, naming the flag.
+func TestBatchPriorityFlags(t *testing.T) {
+	f := batchFlags{concurrency: 1}
+	require.NoError(t, f.check("starter batch"))
+	assert.Equal(t, temporal.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: "b1"}, f.taskPriority("b1"))
+	assert.Greater(t, workflows.BatchPriority, workflows.RunPriority, "runs go first")
+	f = batchFlags{concurrency: 1, priority: 1, fairnessKey: "team-a", weight: 3}
+	require.NoError(t, f.check("starter batch"))
+	assert.Equal(t, temporal.Priority{PriorityKey: 1, FairnessKey: "team-a", FairnessWeight: 3}, f.taskPriority("b1"))
+	for want, f := range map[string]batchFlags{
+		"starter batch: --priority must be 1 (highest) to 5: 6":                    {concurrency: 1, priority: 6},
+		"starter batch: --fairness-key is 65 bytes, over the server's limit of 64": {concurrency: 1, fairnessKey: strings.Repeat("k", 65)},
+		"starter batch: --weight must be 0.001 to 1000: 2000":                      {concurrency: 1, weight: 2000},
+	} {
+		err := f.check("starter batch")
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, want)
+		assert.EqualError(t, err, want)
+	}
 }

@@ -154,7 +154,11 @@ func (p *batchPlan) handOver(route func(*workflows.Task) error, start func(workf
 		}
 	}
 	if s.Count() != p.in.Total {
-		return fmt.Errorf("%s now holds %d tasks, not the %d checked: the file changed while the batch started", p.file.path, s.Count(), p.in.Total)
+		src := "the batch's tasks"
+		if p.file != nil {
+			src = p.file.path
+		}
+		return fmt.Errorf("%s now holds %d tasks, not the %d checked: the file changed while the batch started", src, s.Count(), p.in.Total)
 	}
 	return nil
 }

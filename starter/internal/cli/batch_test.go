@@ -263,3 +263,17 @@ func TestBatchPriorityFlags(t *testing.T) {
 		assert.EqualError(t, err, want)
 	}
 }
+
+// TestBatchPlanRefusesAnOverlongLineUnread: a line longer than any task could be is reported
+// without being held whole, and the lines after it are read as usual.
+func TestBatchPlanRefusesAnOverlongLineUnread(t *testing.T) {
+	path := writeTasks(t, `{"task": "`+strings.Repeat("x", maxLineBytes)+`"}`, `{"task": "fine"}`, `{"nope": 1}`)
+	_, err := planChecked(batchFlags{concurrency: 1}, path)
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 2, "%s", err)
+	assert.Equal(t, fmt.Sprintf("starter batch: %s:1: the line is over %d bytes: no task that long fits the limit of %d bytes per task",
+		path, maxLineBytes, workflows.MaxStartInputBytes), lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "starter batch: "+path+":3: "), lines[1])
+}

@@ -106,18 +106,18 @@ func (p *batchPlan) check(route func(*workflows.Task) error) error {
 	}
 	bad := badLines{source: "retry of " + p.in.RetryOf}
 	for i := range p.given {
-		if route == nil {
-			break
-		}
-		if err := route(&p.given[i]); err != nil {
-			bad.add(p.where(i), err)
+		if route != nil {
+			if err := route(&p.given[i]); err != nil {
+				bad.add(p.where(i), err)
+			}
 		}
 	}
 	p.in.Total = len(p.given)
 	return bad.err()
 }
 
-// tasks yields the checked tasks in order, routed by route.
+// tasks yields the checked tasks in order, routed by route (a retry's were routed in place
+// by check).
 func (p *batchPlan) tasks(route func(*workflows.Task) error) iter.Seq2[workflows.Task, error] {
 	if p.file != nil {
 		return p.file.tasks(route)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -379,40 +380,122 @@ func SplitInline(tasks []workflows.Task) (inline, paged []workflows.Task) {
 	return tasks[:n], tasks[n:]
 }
 
-// SendTaskPages hands tasks, numbered from first, to the batch in pages by Update. A page that
-// fails is sent again (the batch acknowledges a page it already holds), a few times.
+// SendTaskPages hands tasks, numbered from first, to the batch in pages by Update (SendTaskPage).
 func SendTaskPages(ctx context.Context, c tclient.Client, batchID string, first int, tasks []workflows.Task) error {
-	for page := 0; len(tasks) > 0; page++ {
-		n, size := 0, 0
-		for n < len(tasks) && n < workflows.MaxPageTasks {
-			b, err := json.Marshal(tasks[n])
-			if err != nil {
-				return fmt.Errorf("encode task %d: %w", first+n, err)
+	s := NewTaskStream(func(yield func(workflows.Task, error) bool) {
+		for _, t := range tasks {
+			if !yield(t, nil) {
+				return
 			}
-			if n > 0 && size+len(b) > pageMaxBytes {
-				break
-			}
-			size += len(b)
-			n++
 		}
-		arg := workflows.TaskPage{Page: page, First: first, Tasks: tasks[:n]}
-		var err error
-		for attempt := 0; attempt < 5; attempt++ {
-			if err = UpdateBatch(ctx, c, batchID, workflows.UpdateAddTasks, nil, arg); err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-		}
+	})
+	defer s.Close()
+	s.n = first
+	for page, err := range s.Pages() {
 		if err != nil {
-			return fmt.Errorf("hand tasks %d…%d to batch %s: %w", first, first+n-1, batchID, err)
+			return err
 		}
-		first += n
-		tasks = tasks[n:]
+		if err := SendTaskPage(ctx, c, batchID, page); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// TaskStream cuts a stream of tasks into the first tasks of a batch, which travel inline in
+// its BatchInput (Inline), and pages for workflows.UpdateAddTasks (Pages), reading the
+// stream as it goes: it holds one page at a time, so a batch of any size is handed over in
+// the memory of a page. Close it when done.
+type TaskStream struct {
+	next  func() (workflows.Task, error, bool)
+	stop  func()
+	carry *workflows.Task // read, but over the last cut's bounds
+	n     int             // tasks cut so far
+}
+
+// NewTaskStream returns a TaskStream over tasks. An error from tasks ends the stream.
+func NewTaskStream(tasks iter.Seq2[workflows.Task, error]) *TaskStream {
+	next, stop := iter.Pull2(tasks)
+	return &TaskStream{next: next, stop: stop}
+}
+
+// Close stops reading the stream.
+func (s *TaskStream) Close() { s.stop() }
+
+// Inline returns the first tasks, for BatchInput.Tasks: up to InlineMaxTasks and 512 KiB,
+// as SplitInline cuts them.
+func (s *TaskStream) Inline() ([]workflows.Task, error) {
+	return s.cut(InlineMaxTasks, inlineMaxBytes, true)
+}
+
+// Pages yields the tasks after Inline's in TaskPages numbered from 0, each up to
+// workflows.MaxPageTasks and 1 MiB; a page is no longer held once the next is asked for.
+func (s *TaskStream) Pages() iter.Seq2[workflows.TaskPage, error] {
+	return func(yield func(workflows.TaskPage, error) bool) {
+		for page := 0; ; page++ {
+			first := s.n
+			tasks, err := s.cut(workflows.MaxPageTasks, pageMaxBytes, false)
+			if err != nil {
+				yield(workflows.TaskPage{}, err)
+				return
+			}
+			if len(tasks) == 0 || !yield(workflows.TaskPage{Page: page, First: first, Tasks: tasks}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Count is the number of tasks cut so far.
+func (s *TaskStream) Count() int { return s.n }
+
+// cut reads the next tasks up to maxTasks and maxBytes of JSON; a task over maxBytes on its
+// own goes alone, unless inline, where it waits for a page.
+func (s *TaskStream) cut(maxTasks, maxBytes int, inline bool) ([]workflows.Task, error) {
+	var tasks []workflows.Task
+	size := 0
+	for len(tasks) < maxTasks {
+		var t workflows.Task
+		if s.carry != nil {
+			t, s.carry = *s.carry, nil
+		} else {
+			var err error
+			var ok bool
+			if t, err, ok = s.next(); !ok {
+				break
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("encode task %d: %w", s.n+len(tasks), err)
+		}
+		if size+len(b) > maxBytes && (inline || len(tasks) > 0) {
+			s.carry = &t
+			break
+		}
+		size += len(b)
+		tasks = append(tasks, t)
+	}
+	s.n += len(tasks)
+	return tasks, nil
+}
+
+// SendTaskPage hands one page of tasks to the batch by Update. A page that fails is sent
+// again (the batch acknowledges a page it already holds), a few times.
+func SendTaskPage(ctx context.Context, c tclient.Client, batchID string, page workflows.TaskPage) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = UpdateBatch(ctx, c, batchID, workflows.UpdateAddTasks, nil, page); err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	return fmt.Errorf("hand tasks %d…%d to batch %s: %w", page.First, page.First+len(page.Tasks)-1, batchID, err)
 }
 
 // UpdateBatch sends update name to the batch and waits for its answer, decoded into sum

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -29,6 +30,9 @@ type StartOptions struct {
 	// Namespace is the client's namespace (default "default"): Start removes from it a run
 	// its worker rejected, which a client cannot name by itself.
 	Namespace string
+	// Priority is the run's task-queue priority and fairness, which its activities and
+	// children inherit; a PriorityKey of 0 means workflows.RunPriority, ahead of batch tasks.
+	Priority temporal.Priority
 }
 
 // StartWorkflowOptions returns the options workflows.StartSubagent is started with: the workflow id,
@@ -79,11 +83,18 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	if err := workflows.CheckInput(in); err != nil {
 		return workflows.Published{}, nil, err
 	}
+	prio := opts.Priority
+	prio.PriorityKey = cmp.Or(prio.PriorityKey, workflows.RunPriority)
+	if err := workflows.CheckPriority(prio); err != nil {
+		return workflows.Published{}, nil, fmt.Errorf("subflow: start %s: %w", id, err)
+	}
 	queue, err := RouteWorkspace(ctx, c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), in.Cwd())
 	if err != nil {
 		return workflows.Published{}, nil, err
 	}
-	op := c.NewWithStartWorkflowOperation(StartWorkflowOptions(id, queue, in), workflows.StartSubagent, in)
+	sopts := StartWorkflowOptions(id, queue, in)
+	sopts.Priority = prio
+	op := c.NewWithStartWorkflowOperation(sopts, workflows.StartSubagent, in)
 	handle, err := c.UpdateWithStartWorkflow(ctx, tclient.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: tclient.UpdateWorkflowOptions{

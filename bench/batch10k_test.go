@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -32,8 +33,9 @@ const (
 // process) hands the tasks to a Batch on the embedded server and follows it to its end,
 // writing every result to --out, and the worker program (its own process) runs them. A
 // 1,000-task batch runs first on the same server, and the ratios of the two are the cost
-// curve: runs/s and the starter's peak RSS at 10,000 over 1,000 (the starter streams results,
-// so its memory should not grow with the batch). Beside each size runs the engine's own
+// curve: runs/s and the starter's peak RSS at 10,000 (or SUBFLOW_BENCH_RUNS) over 1,000 (the
+// starter streams its tasks file in and the results out, each answer 2 KiB, so its memory
+// should not grow with the batch; a test cannot assert a memory ratio on a shared machine). Beside each size runs the engine's own
 // ceiling for it on the same server: a bare workflow running as many one-activity child
 // workflows, 50 at a time, continuing as new every DefaultContinueAsNewAfter children
 // (ceiling-children-runs/s-*, and runs/s-vs-ceiling-* the batch's share of it; ceiling-big-vs-ref
@@ -55,7 +57,11 @@ func BenchmarkBatch10k(b *testing.B) {
 		require.NoError(b, err, "build %s: %s", name, out)
 	}
 	scriptPath := filepath.Join(dir, "script.json")
-	require.NoError(b, os.WriteFile(scriptPath, []byte(`{"responses": [{"text": "done"}]}`), 0o644))
+	// A 2 KiB answer: a starter that held the results would grow by 20 MiB at 10,000 tasks
+	// and 200 MiB at 100,000, which starter-rss-big-vs-ref would show.
+	answer, err := json.Marshal(strings.Repeat("a", 2048))
+	require.NoError(b, err)
+	require.NoError(b, os.WriteFile(scriptPath, []byte(`{"responses": [{"text": `+string(answer)+`}]}`), 0o644))
 	w := worker.New(env.c, ceilingQueue, worker.Options{})
 	w.RegisterWorkflow(oneActivityWorkflow)
 	w.RegisterWorkflow(childBatchWorkflow)

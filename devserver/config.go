@@ -237,5 +237,12 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// in the tests, while it happens.
 		dynamicconfig.VersionDrainageStatusRefreshInterval.Key():       2 * time.Second,
 		dynamicconfig.VersionDrainageStatusVisibilityGracePeriod.Key(): 2 * time.Second,
+
+		// Task-queue fairness: a batch's tasks carry its id as their fairness key and the
+		// user's weight (`starter batch --weight`), and batches sharing workers progress in
+		// proportion to their weights instead of first come, first served. Priority (a run
+		// ahead of batch tasks) is on by default; fairness is off by default, and needs the
+		// fairness task tables, which this server's SQLite schema has (docs/deployment.md).
+		dynamicconfig.MatchingEnableFairness.Key(): true,
 	}
 }

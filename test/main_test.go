@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
@@ -91,7 +92,11 @@ func setUp(tmp string) (stop func(), err error) {
 		return stop, err
 	}
 	undo = append(undo, func() { _ = env.srv.Stop() })
-	env.c, err = env.srv.NewClient(ctx)
+	// The worker below logs to the server's log: a cancellation, which these tests cause on
+	// purpose, at info.
+	copts := env.srv.ClientOptions()
+	copts.Logger = activities.QuietCancellations(copts.Logger)
+	env.c, err = client.DialContext(ctx, copts)
 	if err != nil {
 		return stop, err
 	}

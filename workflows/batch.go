@@ -162,6 +162,7 @@ func newBatch(ctx workflow.Context, in BatchInput) *batch {
 		b.sum.Total = max(in.Total, len(in.Tasks))
 	}
 	b.sum.BatchID = b.id
+	b.sum.Priority = priorityOf(ctx) // read by each run: continue-as-new keeps the priority
 	b.sum.Runs++
 	if b.sum.ByStopReason == nil {
 		b.sum.ByStopReason = make(map[subagent.StopReason]int)

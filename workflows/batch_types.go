@@ -49,6 +49,9 @@ type BatchSummary struct {
 	// InputTokens and OutputTokens sum the usage of the finished tasks.
 	InputTokens  int64 `json:"inputTokens,omitempty"`
 	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// Priority is the batch's task-queue priority and fairness, which its children and their
+	// activities inherit; nil when it has none.
+	Priority *Priority `json:"priority,omitempty"`
 	// StartErrors are the batch's tasks that could not start (at most 1,000): they have no
 	// workflow, so `starter batch results` reads them from here.
 	StartErrors []BatchResult `json:"startErrors,omitempty"`

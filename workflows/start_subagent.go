@@ -67,6 +67,7 @@ func StartSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
 			Provider: in.Provider,
 			Label:    in.Request.Label,
 			Parent:   in.Request.Parent.SessionID,
+			Priority: priorityOf(ctx),
 		},
 	}
 	if err := r.registerHandlers(ctx); err != nil {

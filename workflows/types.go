@@ -220,6 +220,8 @@ type Status struct {
 	StopReason subagent.StopReason `json:"stopReason,omitempty"`
 	// Error is the rejection or failure message of a failed run.
 	Error string `json:"error,omitempty"`
+	// Priority is the run's task-queue priority and fairness; nil when it has none.
+	Priority *Priority `json:"priority,omitempty"`
 	// Progress is filled by Describe, never by the workflow.
 	Progress *Progress `json:"progress,omitempty"`
 }

@@ -7,6 +7,8 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/subflow-dev/subflow/activities"
 )
 
 // NewLogger returns a JSON zap logger writing to stderr at level (debug, info, warn, error).
@@ -22,9 +24,10 @@ func NewLogger(level string) (*zap.Logger, error) {
 }
 
 // TemporalLogger adapts z to the Temporal SDK's logger (client.Options.Logger), so the SDK's
-// own lines go to the same place as the worker's.
+// own lines go to the same place as the worker's; an activity's cancellation is logged at
+// info, not error (activities.QuietCancellations).
 func TemporalLogger(z *zap.Logger) log.Logger {
-	return &temporalLogger{z: z.WithOptions(zap.AddCallerSkip(1))}
+	return activities.QuietCancellations(&temporalLogger{z: z.WithOptions(zap.AddCallerSkip(1))})
 }
 
 // temporalLogger implements log.Logger, log.WithLogger and log.WithSkipCallers over zap. The

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"os"
 	"os/signal"
@@ -46,6 +47,9 @@ type batchFlags struct {
 	taskQueue          string
 	id                 string
 	detach             bool
+	priority           int
+	fairnessKey        string
+	weight             float64
 }
 
 func (f *batchFlags) register(fs *flag.FlagSet) {
@@ -55,18 +59,112 @@ func (f *batchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` of the batch, also its SubagentBatch (default batch-<uuid>)")
 	fs.BoolVar(&f.detach, "detach", false, "return once every task is handed to the batch; follow it with starter batch status ID")
+	fs.IntVar(&f.priority, "priority", workflows.BatchPriority, "task-queue priority `N` of the batch's tasks: 1 (highest) to 5; runs default to 2")
+	fs.StringVar(&f.fairnessKey, "fairness-key", "", "fairness `KEY` the batch's tasks share with other batches of that key (default: the batch's id)")
+	fs.Float64Var(&f.weight, "weight", 1, "fairness `WEIGHT` of the batch (0.001 to 1000): batches sharing workers progress in proportion to their weights")
 }
 
-// batchPlan is a batch ready to start: its input with the inline tasks, the tasks that go
-// by Update, where its results go, and where its tasks come from, for errors.
+// check checks the flags every batch start shares (contract R-81).
+func (f *batchFlags) check(cmd string) error {
+	if f.concurrency < 1 {
+		return usagef("%s: --concurrency must be at least 1: %d", cmd, f.concurrency)
+	}
+	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
+		return usagef("%s: --id: %v", cmd, err)
+	}
+	if f.priority < 0 || f.priority > workflows.MaxPriorityKey { // 0: the default
+		return usagef("%s: --priority must be 1 (highest) to %d: %d", cmd, workflows.MaxPriorityKey, f.priority)
+	}
+	if len(f.fairnessKey) > workflows.MaxFairnessKeyBytes {
+		return usagef("%s: --fairness-key is %d bytes, over the server's limit of %d", cmd, len(f.fairnessKey), workflows.MaxFairnessKeyBytes)
+	}
+	if f.weight != 0 && (f.weight < workflows.MinFairnessWeight || f.weight > workflows.MaxFairnessWeight) { // 0: the default
+		return usagef("%s: --weight must be %g to %g: %g", cmd, workflows.MinFairnessWeight, float64(workflows.MaxFairnessWeight), f.weight)
+	}
+	return nil
+}
+
+// taskPriority is the priority of the batch's tasks (workflows.BatchPriorityOf).
+func (f *batchFlags) taskPriority(batchID string) temporal.Priority {
+	return workflows.BatchPriorityOf(batchID, f.priority, f.fairnessKey, float32(f.weight))
+}
+
+// batchPlan is a batch ready to start: its input, where its tasks come from (a tasks file,
+// read as a stream, or the tasks a retry read from the ended batch) and where its results go.
 type batchPlan struct {
-	in      workflows.BatchInput
-	paged   []workflows.Task
+	in      workflows.BatchInput // Total is set by check, Tasks by handOver
 	outFile string
-	// source is the tasks file, or the batch a retry reads; where names task i of the
-	// batch in source (its file and line).
-	source string
-	where  func(i int) string
+	file    *taskFile          // the tasks file; nil for a retry
+	given   []workflows.Task   // a retry's tasks
+	where   func(i int) string // names given task i, for errors
+}
+
+// check makes every check of the tasks before the batch starts, with route (nil: none) to
+// their workspaces' queues, and sets in.Total: every bad task is reported in one usageError
+// and nothing starts.
+func (p *batchPlan) check(route func(*workflows.Task) error) error {
+	if p.file != nil {
+		n, err := p.file.check(route)
+		p.in.Total = n
+		return err
+	}
+	bad := badLines{source: "retry of " + p.in.RetryOf}
+	for i := range p.given {
+		if route != nil {
+			if err := route(&p.given[i]); err != nil {
+				bad.add(p.where(i), err)
+			}
+		}
+	}
+	p.in.Total = len(p.given)
+	return bad.err()
+}
+
+// tasks yields the checked tasks in order, routed by route (a retry's were routed in place
+// by check).
+func (p *batchPlan) tasks(route func(*workflows.Task) error) iter.Seq2[workflows.Task, error] {
+	if p.file != nil {
+		return p.file.tasks(route)
+	}
+	return func(yield func(workflows.Task, error) bool) {
+		for _, t := range p.given {
+			if !yield(t, nil) {
+				return
+			}
+		}
+	}
+}
+
+// handOver starts the batch by start, with its first tasks inline in its input, then hands it
+// the others page by page by send, reading the tasks as it goes (subflow.TaskStream): the
+// starter holds a page at a time, whatever the batch's size.
+func (p *batchPlan) handOver(route func(*workflows.Task) error, start func(workflows.BatchInput) error, send func(workflows.TaskPage) error) error {
+	s := subflow.NewTaskStream(p.tasks(route))
+	defer s.Close()
+	in := p.in
+	var err error
+	if in.Tasks, err = s.Inline(); err != nil {
+		return err
+	}
+	if err := start(in); err != nil {
+		return err
+	}
+	for page, err := range s.Pages() {
+		if err != nil {
+			return err
+		}
+		if err := send(page); err != nil {
+			return err
+		}
+	}
+	if s.Count() != p.in.Total {
+		src := "the batch's tasks"
+		if p.file != nil {
+			src = p.file.path
+		}
+		return fmt.Errorf("%s now holds %d tasks, not the %d checked: the file changed while the batch started", src, s.Count(), p.in.Total)
+	}
+	return nil
 }
 
 // runBatch runs `starter batch FILE.jsonl` (every line one task object; see
@@ -108,9 +206,10 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // startBatch refuses a batch id an earlier batch used (subflow.CheckBatchID) and a task
-// queue no worker polls (subflow.CheckTaskQueue), routes the planned batch's tasks to their
-// workspaces' queues (routeTasks: exit 2 when a cwd is served by no worker), starts the batch, hands it its paged tasks, and
-// follows it unless f.detach.
+// queue no worker polls (subflow.CheckTaskQueue), checks the planned batch's tasks, routing
+// each to its workspace's queue (exit 2 on a bad task or a cwd served by no worker: nothing
+// starts), starts the batch, hands it its tasks as it reads them, and follows it unless
+// f.detach.
 func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags, stdout, stderr io.Writer) int {
 	err := subflow.CheckBatchID(ctx, c, p.in.BatchID)
 	if err == nil {
@@ -125,30 +224,42 @@ func startBatch(ctx context.Context, c client.Client, p batchPlan, f batchFlags,
 		fmt.Fprintf(stderr, "starter batch: %v\n", err)
 		return exitError
 	}
-	if err := routeTasks(ctx, c, &p); err != nil {
-		fmt.Fprintln(stderr, err)
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return exitUsage
-		}
+	w, err := subflow.ReadWorkspaces(ctx, c, p.in.TaskQueue)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter batch: %v\n", err)
 		return exitError
+	}
+	route := func(t *workflows.Task) error { return w.RouteTask(t, p.in.Defaults) }
+	if err := p.check(route); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
 	}
 	opts := client.StartWorkflowOptions{
 		ID:            p.in.BatchID,
 		TaskQueue:     f.taskQueue,
 		StaticSummary: fmt.Sprintf("batch of %d tasks", p.in.Total),
+		// The batch's children and their activities inherit it.
+		Priority: f.taskPriority(p.in.BatchID),
 	}
 	if p.in.RetryOf != "" {
 		opts.StaticSummary += ", retry of " + p.in.RetryOf
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(workflows.AttrRetryOf.ValueSet(p.in.RetryOf))
 	}
-	wr, err := c.ExecuteWorkflow(ctx, opts, workflows.BatchWorkflowName, p.in)
+	var wr client.WorkflowRun
+	err = p.handOver(route, func(in workflows.BatchInput) (err error) {
+		if wr, err = c.ExecuteWorkflow(ctx, opts, workflows.BatchWorkflowName, in); err != nil {
+			return fmt.Errorf("start %s: %w", in.BatchID, err)
+		}
+		return nil
+	}, func(page workflows.TaskPage) error {
+		return subflow.SendTaskPage(ctx, c, p.in.BatchID, page)
+	})
 	if err != nil {
-		fmt.Fprintf(stderr, "starter batch: start %s: %v\n", p.in.BatchID, err)
-		return exitError
-	}
-	if err := subflow.SendTaskPages(ctx, c, p.in.BatchID, len(p.in.Tasks), p.paged); err != nil {
-		fmt.Fprintf(stderr, "starter batch: %v\n", err)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			err = fmt.Errorf("starter batch: %w", err)
+		}
+		fmt.Fprintln(stderr, err)
 		return exitError
 	}
 	if f.detach {
@@ -193,14 +304,11 @@ func followBatch(ctx context.Context, c client.Client, wr client.WorkflowRun, to
 	return exitCompleted
 }
 
-// plan reads and checks the tasks file and returns the batch to start: every task must
-// parse and pass the checks a run makes before publication.
+// plan checks the flags and returns the batch to start from the tasks file at path, which
+// startBatch reads (batchPlan.check, then batchPlan.handOver).
 func (f *batchFlags) plan(path string) (batchPlan, error) {
-	if f.concurrency < 1 {
-		return batchPlan{}, usagef("starter batch: --concurrency must be at least 1: %d", f.concurrency)
-	}
-	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
-		return batchPlan{}, usagef("starter batch: --id: %v", err)
+	if err := f.check("starter batch"); err != nil {
+		return batchPlan{}, err
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -223,13 +331,7 @@ func (f *batchFlags) plan(path string) (batchPlan, error) {
 	if in.BatchID == "" {
 		in.BatchID = "batch-" + uuid.NewString()
 	}
-	tasks, lines, err := readTasks(abs, in.BatchID, in.Defaults)
-	if err != nil {
-		return batchPlan{}, err
-	}
-	p := batchPlan{in: in, source: abs, where: func(i int) string { return fmt.Sprintf("%s:%d", abs, lines[i]) }}
-	p.in.Tasks, p.paged = subflow.SplitInline(tasks)
-	p.in.Total = len(tasks)
+	p := batchPlan{in: in, file: newTaskFile(abs, in.BatchID, in.Defaults)}
 	if f.detach {
 		if f.out != "" {
 			return batchPlan{}, usagef("starter batch: --out needs the starter to follow the batch: without --detach, or `starter batch results ID --out FILE`")

@@ -232,8 +232,8 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	defer c.Close()
-	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
-		fmt.Fprintf(stderr, "starter batch retry: --id: %v\n", err)
+	if err := f.check("starter batch retry"); err != nil {
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
@@ -314,10 +314,9 @@ func runBatchRetry(ctx context.Context, args []string, stdout, stderr io.Writer)
 	p := batchPlan{in: workflows.BatchInput{
 		BatchID: f.id, Concurrency: f.concurrency, ContinueAsNewAfter: f.continueAsNewAfter,
 		TaskQueue: f.taskQueue, RetryOf: id, Total: len(tasks),
-	}, outFile: f.out, source: "retry of " + id, where: func(i int) string { return retried[i] }}
+	}, outFile: f.out, given: tasks, where: func(i int) string { return retried[i] }}
 	if p.in.BatchID == "" {
 		p.in.BatchID = "batch-" + uuid.NewString()
 	}
-	p.in.Tasks, p.paged = subflow.SplitInline(tasks)
 	return startBatch(ctx, c, p, f, stdout, stderr)
 }

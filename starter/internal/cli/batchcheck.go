@@ -2,17 +2,14 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"strings"
 	"unicode/utf8"
 
-	"go.temporal.io/sdk/client"
-
-	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
@@ -21,46 +18,98 @@ import (
 // maxReported bounds the bad lines one batch check reports.
 const maxReported = 20
 
-// readTasks reads and checks every task of the file at path and returns them with the
-// line number of each. Every bad line is reported, each with the file and its line number,
-// in one usageError: lines that do not parse, tasks a run would refuse before publication,
-// task ids used twice, cwds that are not directories, and tasks over one payload
-// (checkStart). A UTF-8 byte order mark at the start of the file is ignored (trimBOM).
-func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task, []int, error) {
-	file, err := os.Open(path)
+// maxLineBytes bounds a line of a tasks file, the one thing of the file the starter holds
+// whole: a longer line cannot hold a task under workflows.MaxStartInputBytes, whatever its
+// escapes (a JSON escape takes at most 6 bytes for one), so it is reported unread.
+const maxLineBytes = 6*workflows.MaxStartInputBytes + 64<<10
+
+// taskFile is a tasks file (JSONL, one task object a line; see workflows.ParseTaskLine),
+// read as a stream: check reads it once and reports every bad line, tasks reads it again
+// and yields its tasks one by one, so that neither holds more than a line and the ids seen.
+type taskFile struct {
+	path     string
+	open     func() (io.ReadCloser, error) // the file; tests wrap it
+	batchID  string
+	defaults workflows.TaskDefaults
+}
+
+// newTaskFile returns the tasks file at path, for batch batchID.
+func newTaskFile(path, batchID string, d workflows.TaskDefaults) *taskFile {
+	return &taskFile{path: path, batchID: batchID, defaults: d,
+		open: func() (io.ReadCloser, error) { return os.Open(path) }}
+}
+
+// check reads and checks every task of the file and returns their count. Every bad line is
+// reported, each with the file and its line number, in one usageError: lines that do not
+// parse or are over maxLineBytes, tasks a run would refuse before publication, task ids used
+// twice, cwds that are not directories, tasks over one payload (checkStart), and, when route
+// is not nil, tasks whose cwd no worker serves (route's error). A UTF-8 byte order mark at
+// the start of the file is ignored (trimBOM).
+func (f *taskFile) check(route func(*workflows.Task) error) (int, error) {
+	n := 0
+	bad := badLines{source: f.path}
+	err := f.scan(route, &bad, func(workflows.Task) error { n++; return nil })
+	if err == nil {
+		err = bad.err()
+	}
+	if err == nil && n == 0 {
+		err = usagef("starter batch: %s: no tasks", f.path)
+	}
+	return n, err
+}
+
+// tasks yields the tasks of the file in order, routed by route when not nil, reading it
+// again: a line that is now bad (the file changed since check) ends the stream with its
+// error.
+func (f *taskFile) tasks(route func(*workflows.Task) error) iter.Seq2[workflows.Task, error] {
+	return func(yield func(workflows.Task, error) bool) {
+		err := f.scan(route, nil, func(t workflows.Task) error {
+			if !yield(t, nil) {
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			yield(workflows.Task{}, err)
+		}
+	}
+}
+
+// errStopped ends a scan whose reader wants no more tasks.
+var errStopped = errors.New("stopped")
+
+// scan reads the file line by line and passes each good task to each. A bad line goes to
+// bad and the scan goes on; with bad nil, the first bad line ends the scan with its error.
+// An error from each ends the scan too.
+func (f *taskFile) scan(route func(*workflows.Task) error, bad *badLines, each func(workflows.Task) error) error {
+	file, err := f.open()
 	if err != nil {
-		return nil, nil, usagef("starter batch: %v", err)
+		return usagef("starter batch: %v", err)
 	}
 	defer file.Close()
-	var (
-		tasks  []workflows.Task
-		lines  []int
-		bad    = badLines{source: path}
-		idLine = map[string]int{}
-	)
+	idLine := map[string]int{}
 	r := bufio.NewReader(file)
 	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
+		line, long, err := readLine(r, maxLineBytes)
 		if err != nil && err != io.EOF {
-			return nil, nil, usagef("starter batch: read %s: %v", path, err)
+			return usagef("starter batch: read %s: %v", f.path, err)
 		}
-		if len(line) == 0 && err == io.EOF {
-			break
+		if len(line) == 0 && !long && err == io.EOF {
+			return nil
 		}
 		if n == 1 {
 			line = trimBOM(line)
 		}
-		if !utf8.Valid(line) {
-			// Decoding would replace the bad bytes with U+FFFD and run another task.
-			bad.add(fmt.Sprintf("%s:%d", path, n), errors.New("the line is not valid UTF-8"))
-			continue
-		}
-		t, blank, perr := workflows.ParseTaskLine(line)
-		if blank {
-			continue
+		perr := checkLine(line, long)
+		var t workflows.Task
+		if perr == nil {
+			var blank bool
+			if t, blank, perr = workflows.ParseTaskLine(line); blank {
+				continue
+			}
 		}
 		if perr == nil {
-			perr = checkTask(t, batchID, d)
+			perr = checkTask(t, f.batchID, f.defaults)
 		}
 		if perr == nil && t.ID != "" {
 			if first, dup := idLine[t.ID]; dup {
@@ -69,20 +118,49 @@ func readTasks(path, batchID string, d workflows.TaskDefaults) ([]workflows.Task
 				idLine[t.ID] = n
 			}
 		}
-		if perr != nil {
-			bad.add(fmt.Sprintf("%s:%d", path, n), perr)
-			continue
+		if perr == nil && route != nil {
+			perr = route(&t)
 		}
-		tasks = append(tasks, t)
-		lines = append(lines, n)
+		switch {
+		case perr != nil && bad == nil:
+			return usagef("starter batch: %s:%d: %v (the file changed while the batch started)", f.path, n, perr)
+		case perr != nil:
+			bad.add(fmt.Sprintf("%s:%d", f.path, n), perr)
+		default:
+			if err := each(t); err != nil {
+				return err
+			}
+		}
 	}
-	if err := bad.err(); err != nil {
-		return nil, nil, err
+}
+
+// checkLine makes the checks of a line before it is parsed; long says it was over
+// maxLineBytes.
+func checkLine(line []byte, long bool) error {
+	switch {
+	case long:
+		return fmt.Errorf("the line is over %d bytes: no task that long fits the limit of %d bytes per task", maxLineBytes, workflows.MaxStartInputBytes)
+	case !utf8.Valid(line):
+		// Decoding would replace the bad bytes with U+FFFD and run another task.
+		return errors.New("the line is not valid UTF-8")
 	}
-	if len(tasks) == 0 {
-		return nil, nil, usagef("starter batch: %s: no tasks", path)
+	return nil
+}
+
+// readLine reads the next line of r, up to max bytes; a longer line is read to its end but
+// not kept (long is true). err is io.EOF at the end of r.
+func readLine(r *bufio.Reader, max int) (line []byte, long bool, err error) {
+	for {
+		part, err := r.ReadSlice('\n')
+		if !long && len(line)+len(part) <= max {
+			line = append(line, part...)
+		} else {
+			long, line = true, nil
+		}
+		if err != bufio.ErrBufferFull {
+			return line, long, err
+		}
 	}
-	return tasks, lines, nil
 }
 
 // badLines collects the bad tasks of a batch, each named by where it comes from, and
@@ -110,28 +188,6 @@ func (b *badLines) err() error {
 		msgs = append(msgs, fmt.Sprintf("starter batch: %s: %d more bad lines", b.source, b.n-len(msgs)))
 	}
 	return usagef("%s", strings.Join(msgs, "\n"))
-}
-
-// routeTasks routes every task of p to the task queue of the workspace root that holds its
-// cwd (subflow.Workspaces.RouteTask), reading the roots the workers of p.in.TaskQueue serve
-// once for the whole batch. Tasks whose cwd no worker serves are a usageError naming each
-// (p.where) and its cwd, like the other bad lines: nothing starts.
-func routeTasks(ctx context.Context, c client.Client, p *batchPlan) error {
-	w, err := subflow.ReadWorkspaces(ctx, c, p.in.TaskQueue)
-	if err != nil {
-		return fmt.Errorf("starter batch: %w", err)
-	}
-	bad := badLines{source: p.source}
-	i := 0
-	for _, tasks := range [][]workflows.Task{p.in.Tasks, p.paged} {
-		for j := range tasks {
-			if err := w.RouteTask(&tasks[j], p.in.Defaults); err != nil {
-				bad.add(p.where(i), err)
-			}
-			i++
-		}
-	}
-	return bad.err()
 }
 
 // checkTask makes the checks of `starter run` before publication (checkStart), so a bad

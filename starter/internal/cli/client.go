@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/internal/telemetry"
 	"github.com/subflow-dev/subflow/internal/telemetry/temporalotel"
 )
@@ -80,7 +81,8 @@ func flushTraces(stderr io.Writer) {
 	}
 }
 
-// quietLogger logs warnings and errors to stderr.
+// quietLogger logs warnings and errors to stderr; an activity's cancellation, at info, is
+// not one of them (activities.QuietCancellations).
 func quietLogger() log.Logger {
-	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	return activities.QuietCancellations(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 }

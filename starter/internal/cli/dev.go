@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
@@ -49,7 +50,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if !*noWorker {
-		local, err := startLocalWorker(ctx, srv, srv.ClientOptions(), *metricsAddr, app.Options{TaskQueue: *taskQueue, MaxConcurrentActivities: *slots}, stdout)
+		copts := srv.ClientOptions()
+		copts.Logger = activities.QuietCancellations(copts.Logger)
+		local, err := startLocalWorker(ctx, srv, copts, *metricsAddr, app.Options{TaskQueue: *taskQueue, MaxConcurrentActivities: *slots}, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			return exitError

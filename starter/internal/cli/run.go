@@ -52,6 +52,7 @@ type runFlags struct {
 	label         string
 	id            string
 	taskQueue     string
+	priority      int
 	timeout       time.Duration
 	timeoutSet    bool // --timeout was given, so 0 is refused rather than read as none
 	detach        bool
@@ -75,6 +76,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.label, "label", "", "short display label `TEXT`")
 	fs.StringVar(&f.id, "id", "", "`WORKFLOW_ID` (default subagent-<childId>)")
 	fs.StringVar(&f.taskQueue, "task-queue", workflows.TaskQueue, "task `QUEUE` of the workers")
+	fs.IntVar(&f.priority, "priority", workflows.RunPriority, "task-queue priority `N` of the run, its activities and children: 1 (highest) to 5; batches default to 4")
 	fs.Var(&givenDuration{&f.timeout, &f.timeoutSet}, "timeout", "deadline `DURATION` of the run (e.g. 10m): when it passes the child ends aborted with its partial answer")
 	fs.BoolVar(&f.detach, "detach", false, "print the ids once the child is published and exit")
 	fs.BoolVar(&f.follow, "follow", false, "stream the partial answer (to stderr) while the run goes on")
@@ -154,6 +156,9 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 	}
 	if err := workflows.CheckUserWorkflowID(f.id); err != nil {
 		return subflow.StartOptions{}, usagef("starter run: --id: %v", err)
+	}
+	if f.priority < 0 || f.priority > workflows.MaxPriorityKey { // 0: the default, as in a runFlags literal
+		return subflow.StartOptions{}, usagef("starter run: --priority must be 1 (highest) to %d: %d", workflows.MaxPriorityKey, f.priority)
 	}
 	if f.tokenBudget < 0 {
 		return subflow.StartOptions{}, usagef("starter run: --token-budget must be a positive integer: %d", f.tokenBudget)
@@ -248,7 +253,8 @@ func (f *runFlags) startOptions(task string) (subflow.StartOptions, error) {
 			return subflow.StartOptions{}, usagef("%s", ve.Message) // the exact message, as the workflow gives it
 		}
 	}
-	return subflow.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in}, nil
+	return subflow.StartOptions{WorkflowID: f.id, TaskQueue: f.taskQueue, Input: in,
+		Priority: temporal.Priority{PriorityKey: f.priority}}, nil
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -63,6 +63,7 @@ func TestRunDefaultsCreateARootSession(t *testing.T) {
 	assert.Equal(t, want, in.Route())
 	assert.Nil(t, in.Request.MaxDepth)
 	assert.Nil(t, in.Request.ToolFilter)
+	assert.Equal(t, workflows.RunPriority, opts.Priority.PriorityKey, "a run goes ahead of batch tasks")
 }
 
 func TestRunFlagsFillTheRequest(t *testing.T) {
@@ -71,11 +72,12 @@ func TestRunFlagsFillTheRequest(t *testing.T) {
 	require.NoError(t, os.WriteFile(schema, []byte(`{"type":"object"}`), 0o644))
 	opts, err := parseRun(t, "--provider", "fork", "--parent", "p-1", "--model", "m", "--max-tokens", "99",
 		"--schema", schema, "--max-depth", "2", "--persona", "terse", "--allow", "read_file", "--allow", "grep",
-		"--deny", "write_file", "--label", "lbl", "--id", "wf-1", "--task-queue", "q", "task", "--json")
+		"--deny", "write_file", "--label", "lbl", "--id", "wf-1", "--task-queue", "q", "--priority", "1", "task", "--json")
 	require.NoError(t, err)
 	in := opts.Input
 	assert.Equal(t, "wf-1", opts.WorkflowID)
 	assert.Equal(t, "q", opts.TaskQueue)
+	assert.Equal(t, 1, opts.Priority.PriorityKey)
 	assert.Equal(t, "fork", in.Provider)
 	assert.Nil(t, in.Root, "a run with a parent creates no root session")
 	assert.Equal(t, subagent.ParentRef{SessionID: "p-1"}, in.Request.Parent)
@@ -102,6 +104,7 @@ func TestRunUsageErrors(t *testing.T) {
 		"schema missing":      {"--schema", filepath.Join(t.TempDir(), "nope.json"), "x"},
 		"detach and follow":   {"--detach", "--follow", "x"},
 		"negative max-tokens": {"--max-tokens", "-3", "x"},
+		"priority 6":          {"--priority", "6", "x"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseRun(t, args...)

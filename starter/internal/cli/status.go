@@ -92,6 +92,9 @@ func batchStatus(ctx context.Context, c client.Client, id, status string, stdout
 		return exitCompleted
 	}
 	fmt.Fprintf(stdout, "batch     %s\nstatus    %s\nprogress  %s\n", id, status, progressLine(id, sum))
+	if sum.Priority != nil {
+		fmt.Fprintf(stdout, "priority  %s\n", sum.Priority)
+	}
 	if sum.OutFile != "" {
 		fmt.Fprintf(stdout, "results   %s\n", sum.OutFile)
 	}
@@ -111,6 +114,7 @@ func printStatus(w io.Writer, id string, st workflows.Status) {
 	if st.ChildID != "" {
 		fmt.Fprintf(w, "depth     %d\n", st.Depth)
 	}
+	field("priority", st.Priority.String())
 	field("stop", string(st.StopReason))
 	field("error", st.Error)
 	if s := st.Summary; s != nil {

@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/worker/app"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// The load of BenchmarkInteractiveLatency: two batches of half-second drives, each at this
+// concurrency, on a worker of loadSlots activity slots; interactiveRuns runs measured in
+// each case (SUBFLOW_BENCH_RUNS overrides it).
+const (
+	loadSlots        = 8
+	loadConcurrency  = 64
+	loadBatchTasks   = subflow.InlineMaxTasks
+	interactiveRuns  = 20
+	loadDriveDelayMs = 500
+)
+
+// BenchmarkInteractiveLatency measures what a person waits for a one-answer run (start to
+// outcome, subflow.Start) on a task queue whose worker (loadSlots activity slots) two batches
+// saturate, each loadConcurrency half-second drives at a time, against the same run on the
+// idle queue. Reported, p50 and p99 of interactiveRuns sequential runs each:
+//
+//   - idle-: the queue idle;
+//   - loaded-: under the two batches, the run at its default priority (workflows.RunPriority,
+//     ahead of the batches' workflows.BatchPriority); loaded-vs-idle is the ratio of p50s;
+//   - fair-only-: the same load with the run at the batches' priority under a fairness key of
+//     its own: what fairness alone gives, without priority (on a server without fairness it
+//     would queue behind the batches);
+//
+// and batch-share, the tasks one batch finished over the other's by the end, 1 for their equal
+// weights.
+//
+//	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
+func BenchmarkInteractiveLatency(b *testing.B) {
+	runs := envCount("SUBFLOW_BENCH_RUNS", interactiveRuns)
+	queue := "bench-interactive-" + uuid.NewString()
+	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: filepath.Join(env.tmp, "sessions"),
+		MaxConcurrentActivities: loadSlots, Logger: zap.NewNop()})
+	require.NoError(b, err)
+	require.NoError(b, w.Start())
+	defer func() {
+		w.Stop()
+		_ = cleanup()
+	}()
+	dir := b.TempDir()
+	done := doneScript(b, dir)
+	slow := filepath.Join(dir, "half-second.json")
+	require.NoError(b, os.WriteFile(slow, []byte(fmt.Sprintf(`{"responses": [{"text": "batch", "delayMs": %d}]}`, loadDriveDelayMs)), 0o644))
+
+	measure := func(prio temporal.Priority) []time.Duration {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		lat := make([]time.Duration, runs)
+		for i := range lat {
+			begin := time.Now()
+			_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue,
+				Input: rootInput(subagent.ProviderSpawn, dir, done), Priority: prio})
+			require.NoError(b, err)
+			var out workflows.Outcome
+			require.NoError(b, run.Get(ctx, &out))
+			lat[i] = time.Since(begin)
+			require.Equal(b, subagent.StopCompleted, out.Result.StopReason)
+		}
+		return lat
+	}
+	startLoad := func() (ids []string, runs []client.WorkflowRun) {
+		tasks := make([]workflows.Task, loadBatchTasks)
+		for i := range tasks {
+			tasks[i] = workflows.Task{Task: fmt.Sprintf("task %d", i), Cwd: dir, ModelProvider: model.ProviderScripted, Model: slow}
+		}
+		for range 2 {
+			id := "bench-load-" + uuid.NewString()
+			run, err := env.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: queue,
+				Priority: workflows.BatchPriorityOf(id, 0, "", 0)}, workflows.BatchWorkflowName,
+				workflows.BatchInput{BatchID: id, Tasks: tasks, Total: len(tasks), Concurrency: loadConcurrency, TaskQueue: queue})
+			require.NoError(b, err)
+			ids, runs = append(ids, id), append(runs, run)
+		}
+		// Saturated: every slot busy and drives queued behind them.
+		require.Eventually(b, func() bool {
+			for _, id := range ids {
+				if s, err := subflow.BatchSummaryOf(context.Background(), env.c, id); err != nil || s.Running < loadConcurrency {
+					return false
+				}
+			}
+			return true
+		}, waitLimit, 100*time.Millisecond)
+		return ids, runs
+	}
+	stopLoad := func(ids []string, runs []client.WorkflowRun) (done []int) {
+		for i, id := range ids {
+			s, err := subflow.BatchSummaryOf(context.Background(), env.c, id)
+			require.NoError(b, err)
+			done = append(done, s.Done)
+			require.NoError(b, env.c.CancelWorkflow(context.Background(), id, ""))
+			_ = runs[i].Get(context.Background(), nil)
+		}
+		return done
+	}
+
+	for b.Loop() {
+		idle := measure(temporal.Priority{})
+		ids, load := startLoad()
+		loaded := measure(temporal.Priority{})
+		fairOnly := measure(temporal.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: "interactive"})
+		done := stopLoad(ids, load)
+		idleP50 := percentile(idle, 50)
+		reportPercentiles(b, idle, "idle-")
+		loadedP50 := percentile(loaded, 50)
+		reportPercentiles(b, loaded, "loaded-")
+		reportPercentiles(b, fairOnly, "fair-only-")
+		b.ReportMetric(float64(loadedP50)/float64(idleP50), "loaded-vs-idle")
+		if done[1] > 0 {
+			b.ReportMetric(float64(done[0])/float64(done[1]), "batch-share")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/worker/app"
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// oneSlotWorker starts a worker of one activity slot on a task queue of its own, so that the
+// activities of the runs on it queue in the server, and returns the queue.
+func oneSlotWorker(t *testing.T) string {
+	t.Helper()
+	queue := "priority-" + uuid.NewString()
+	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: env.sessionRoot,
+		MaxConcurrentActivities: 1, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(func() {
+		w.Stop()
+		_ = cleanup()
+	})
+	return queue
+}
+
+// startPrioritizedBatch starts a batch of n tasks on queue with the priority `starter batch`
+// gives it (workflows.BatchPriorityOf), every task running at once.
+func startPrioritizedBatch(t *testing.T, queue string, weight float32, tasks []workflows.Task) (string, client.WorkflowRun) {
+	t.Helper()
+	id := "batch-" + uuid.NewString()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue,
+		Priority: workflows.BatchPriorityOf(id, 0, "", weight)},
+		workflows.BatchWorkflowName, workflows.BatchInput{BatchID: id, Tasks: tasks, Total: len(tasks),
+			Concurrency: len(tasks), TaskQueue: queue})
+	require.NoError(t, err)
+	return id, run
+}
+
+// dispatch is one task of a run as its history records it: when it was scheduled (entered
+// the task queue) and when a worker started it.
+type dispatch struct {
+	run                string
+	kind               string // the activity type, or "workflow task"
+	queue              string // the task queue of a workflow task (normal or sticky)
+	scheduled, started time.Time
+}
+
+// dispatches reads the activity and workflow tasks of a run from its history.
+func dispatches(t *testing.T, workflowID, runID string) []dispatch {
+	t.Helper()
+	events := history(t, env.c, fakeRun{id: workflowID, runID: runID})
+	byID := map[int64]*historypb.HistoryEvent{}
+	var out []dispatch
+	for _, ev := range events {
+		byID[ev.GetEventId()] = ev
+		var sched *historypb.HistoryEvent
+		kind, queue := "workflow task", ""
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			sched = byID[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()]
+			kind = sched.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			sched = byID[ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()]
+			queue = sched.GetWorkflowTaskScheduledEventAttributes().GetTaskQueue().GetName()
+		default:
+			continue
+		}
+		out = append(out, dispatch{run: workflowID, kind: kind, queue: queue, scheduled: sched.GetEventTime().AsTime(), started: ev.GetEventTime().AsTime()})
+	}
+	return out
+}
+
+// fakeRun names a workflow run for history.
+type fakeRun struct {
+	client.WorkflowRun
+	id, runID string
+}
+
+func (r fakeRun) GetID() string    { return r.id }
+func (r fakeRun) GetRunID() string { return r.runID }
+
+// TestInteractiveRunGoesAheadOfBatch: with a batch's activities queued on a worker of one
+// activity slot, a run started on its own (subflow.Start, workflows.RunPriority) has its tasks
+// dispatched ahead of the batch's tasks that were queued before them: for each of its tasks,
+// read from the histories, batch tasks scheduled earlier start after it, and at most the one
+// a poll already held starts between its scheduling and its start.
+func TestInteractiveRunGoesAheadOfBatch(t *testing.T) {
+	queue := oneSlotWorker(t)
+	dir := t.TempDir()
+	slow := script(t, dir, `{"text": "batch answer", "delayMs": 200}`)
+	fast := script(t, dir, `{"text": "interactive answer"}`)
+	const n = 30
+	tasks := make([]workflows.Task, n)
+	for i := range tasks {
+		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("task %d", i))
+	}
+	batchID, batch := startPrioritizedBatch(t, queue, 0, tasks)
+	// A saturating batch: every child started, most of their activities queued.
+	require.Eventually(t, func() bool {
+		p, err := batchProgress(t, batchID)
+		return err == nil && p.Running+p.Done == n && p.Done >= 3
+	}, waitLimit, 20*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	// The run shares the batch's fairness key, so that its priority alone puts it ahead: with
+	// a key of its own, fairness would also dispatch it next, a new key starting level with
+	// the batch's.
+	_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue,
+		Input:    rootInput(subagent.ProviderSpawn, dir, fast, "interactive"),
+		Priority: temporal.Priority{FairnessKey: batchID}})
+	require.NoError(t, err)
+	out, cancelled := outcome(t, run)
+	require.False(t, cancelled)
+	require.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	p, err := batchProgress(t, batchID)
+	require.NoError(t, err)
+	require.Less(t, p.Done, n, "the batch was still running when the run ended")
+	require.NoError(t, batch.Get(ctx, nil))
+
+	// The status query and the summary show the priorities, a child's as it inherited it.
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: batchID}, p.Priority)
+	st, err := subflow.Describe(ctx, env.c, run.GetID(), "")
+	require.NoError(t, err)
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.RunPriority, FairnessKey: batchID}, st.Priority)
+	st, err = subflow.Describe(ctx, env.c, workflows.BatchChildWorkflowID(batchID, 0), "")
+	require.NoError(t, err)
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: batchID}, st.Priority)
+
+	mine := dispatches(t, run.GetID(), run.GetRunID())
+	var theirs []dispatch
+	for i := range n {
+		theirs = append(theirs, dispatches(t, workflows.BatchChildWorkflowID(batchID, i), "")...)
+	}
+	overtaken := 0
+	for _, d := range mine {
+		ahead, cutIn := 0, 0
+		for _, b := range theirs {
+			// Activity tasks on the run's queue, workflow tasks on the same (normal or sticky) queue.
+			if (b.kind == "workflow task") != (d.kind == "workflow task") || b.queue != d.queue || !b.scheduled.Before(d.scheduled) {
+				continue
+			}
+			switch {
+			case b.started.After(d.started):
+				ahead++
+			case b.started.After(d.scheduled):
+				cutIn++
+			}
+		}
+		t.Logf("%s: queued %v, ahead of %d batch tasks queued before it, %d of those started first",
+			d.kind, d.started.Sub(d.scheduled), ahead, cutIn)
+		assert.LessOrEqual(t, cutIn, 1, "%s: batch tasks queued before it started first", d.kind)
+		if d.kind != "workflow task" {
+			overtaken += ahead
+		}
+	}
+	assert.Positive(t, overtaken, "the run's activities overtook no queued batch task: no backlog to test against")
+}
+
+// TestBatchesShareWorkersByWeight: two batches of weights 3 and 1 started together on a
+// worker of one activity slot progress 3:1 (the server's task-queue fairness, each batch's
+// tasks under its own fairness key): when half of all their children have started their
+// drive, the batch of weight 3 has started 3 times as many as the other, within 20 %.
+func TestBatchesShareWorkersByWeight(t *testing.T) {
+	queue := oneSlotWorker(t)
+	dir := t.TempDir()
+	answer := script(t, dir, `{"text": "batch answer", "delayMs": 20}`)
+	const n, concurrency = 60, 6
+	tasks := make([]workflows.Task, n)
+	for i := range tasks {
+		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i))
+	}
+	startBatch := func(weight float32) (string, client.WorkflowRun) {
+		id := "batch-" + uuid.NewString()
+		run, err := env.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: queue,
+			Priority: workflows.BatchPriorityOf(id, 0, "", weight)},
+			workflows.BatchWorkflowName, workflows.BatchInput{BatchID: id, Tasks: tasks, Total: n,
+				Concurrency: concurrency, TaskQueue: queue})
+		require.NoError(t, err)
+		return id, run
+	}
+	heavy, heavyRun := startBatch(3)
+	light, lightRun := startBatch(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	defer cancel()
+	var sum workflows.BatchSummary
+	require.NoError(t, heavyRun.Get(ctx, &sum))
+	assert.Equal(t, &workflows.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: heavy, FairnessWeight: 3}, sum.Priority)
+	require.NoError(t, lightRun.Get(ctx, nil))
+
+	type started struct {
+		heavy bool
+		at    time.Time
+	}
+	var drives, children []started
+	for _, b := range []string{heavy, light} {
+		for i := range n {
+			id := workflows.BatchChildWorkflowID(b, i)
+			for _, d := range dispatches(t, id, "") {
+				if d.kind == workflows.ActivityDrive {
+					drives = append(drives, started{b == heavy, d.started})
+				}
+			}
+			desc, err := env.c.DescribeWorkflowExecution(ctx, id, "")
+			require.NoError(t, err)
+			children = append(children, started{b == heavy, desc.GetWorkflowExecutionInfo().GetStartTime().AsTime()})
+		}
+	}
+	half := func(starts []started) (h, l int) {
+		slices.SortFunc(starts, func(a, b started) int { return a.at.Compare(b.at) })
+		for _, s := range starts[:len(starts)/2] {
+			if s.heavy {
+				h++
+			} else {
+				l++
+			}
+		}
+		return h, l
+	}
+	dh, dl := half(drives)
+	ch, cl := half(children)
+	t.Logf("at the half-way point: drives started %d:%d, children started %d:%d", dh, dl, ch, cl)
+	require.Len(t, drives, 2*n)
+	require.Positive(t, dl)
+	assert.InDelta(t, 3, float64(dh)/float64(dl), 0.6, "drives started by the batches of weight 3 and 1: %d:%d", dh, dl)
+}

@@ -77,6 +77,10 @@ type Config struct {
 	// stored, instead of the namespace's retention (docs/durability.md); it should not exceed
 	// the namespace's, past which Temporal forgets the runs anyway.
 	Retention time.Duration
+	// Digest is how much of a child's turn the digest and the heartbeats show
+	// (docs/digest.md): "" is subagent.DigestFull; subagent.DigestNames leaves out tool
+	// inputs, error texts and the answer; subagent.DigestOff builds none.
+	Digest subagent.DigestLevel
 }
 
 // Activities holds the activity implementations. Register them with Register.
@@ -102,6 +106,8 @@ type Activities struct {
 	roots []string
 	// retention is Config.Retention.
 	retention time.Duration
+	// digest is Config.Digest, parsed.
+	digest subagent.DigestLevel
 }
 
 // New validates cfg and builds the in-process host and the sdk provider.
@@ -116,6 +122,10 @@ func New(cfg Config) (*Activities, error) {
 	case interval < 0 || interval > DefaultHeartbeatInterval:
 		return nil, fmt.Errorf("activities: new: HeartbeatInterval %v must be positive and at most %v",
 			interval, DefaultHeartbeatInterval)
+	}
+	digest, err := subagent.ParseDigestLevel(string(cfg.Digest))
+	if err != nil {
+		return nil, fmt.Errorf("activities: new: %w", err)
 	}
 	nestedProvider := cfg.SubagentProvider
 	if nestedProvider == "" {
@@ -154,6 +164,7 @@ func New(cfg Config) (*Activities, error) {
 		admission: admitter,
 		roots:     cfg.WorkspaceRoots,
 		retention: cfg.Retention,
+		digest:    digest,
 	}
 	a.blobs = blob.New(cfg.Store, func(ctx context.Context, name string) error { return a.own(ctx, name) })
 	if cfg.SDK.Command != "" {

@@ -157,7 +157,11 @@ func TestDriveCompletesAndHeartbeatsProgress(t *testing.T) {
 	out := readResult(t, e, "child-1", req, false)
 	assert.Positive(t, out.Usage.InputTokens, "the turn's usage is summed from the log")
 	assert.Positive(t, out.Usage.OutputTokens)
-	out.Usage = session.Usage{}
+	require.NotNil(t, out.Digest, "the result carries the digest of the child's log")
+	assert.Equal(t, "hello from the child", out.Digest.Answer)
+	assert.Equal(t, 1, out.Digest.TotalSteps)
+	assert.Equal(t, out.Usage.OutputTokens, out.Digest.OutputTokens)
+	out.Usage, out.Digest = session.Usage{}, nil
 	assert.Equal(t, workflows.Outcome{ChildID: "child-1", Depth: pub.Depth, Result: subagent.Result{
 		Output: []session.Block{session.Text("hello from the child")}, StopReason: subagent.StopCompleted,
 	}}, out)

@@ -71,7 +71,7 @@ func runTests(m *testing.M) int {
 		{agentBin, "./worker"},
 	} {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = "../.."
+		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
 			return 1

@@ -339,3 +339,56 @@ func TestDigestCanary(t *testing.T) {
 		return found
 	}, 10*time.Second, 100*time.Millisecond, "no session holds the file's secret: the children never read it")
 }
+
+// TestBatchPage: at the end of a batch its Current Details state the counts that `starter
+// batch status --json` reports, and list the tasks that did not complete with links to their
+// runs.
+func TestBatchPage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ok := script(t, dir, `{"text": "fine"}`)
+	tasks := []workflows.Task{
+		scriptedTask(subagent.ProviderSpawn, dir, ok, "one"),
+		scriptedTask(subagent.ProviderSpawn, dir, ok, "two"),
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"error": "model exploded"}`), "fails"),
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "cut sh", "finish": "length"}`), "cut"),
+		scriptedTask("no-such-provider", dir, ok, "unstartable"),
+	}
+	for i := range tasks {
+		tasks[i].Label = fmt.Sprintf("task-%d", i)
+	}
+	run := startBatch(t, workflows.BatchInput{Tasks: tasks, Concurrency: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var sum workflows.BatchSummary
+	require.NoError(t, run.Get(ctx, &sum))
+
+	code, stdout, stderr := runStarter(t, dir, "batch", "status", "--json", run.GetID())
+	require.Equal(t, 0, code, stderr)
+	var st workflows.BatchSummary
+	require.NoError(t, json.Unmarshal([]byte(stdout), &st))
+	require.Equal(t, 5, st.Done)
+
+	page := currentDetails(t, run.GetID(), "")
+	by := st.ByStopReason
+	assert.Contains(t, page, "| pending | running | completed | aborted | error | max-tokens | refusal | failed |")
+	assert.Contains(t, page, fmt.Sprintf("| %d | %d | %d | %d | %d | %d | %d | %d |", st.Queued, st.Running,
+		by[subagent.StopCompleted], by[subagent.StopAborted], by[subagent.StopError], by[subagent.StopMaxTokens],
+		by[subagent.StopRefusal], st.Failed), "the page's counts are the status's:\n%s", page)
+	assert.Contains(t, page, fmt.Sprintf("· done · %d of %d tasks done", st.Done, st.Total))
+	assert.Equal(t, 2, by[subagent.StopCompleted])
+	assert.Equal(t, 1, by[subagent.StopError])
+	assert.Equal(t, 1, by[subagent.StopMaxTokens])
+	assert.Equal(t, 1, st.Failed, "the task whose run was rejected")
+
+	require.Len(t, st.LastFailed, 3)
+	for _, f := range st.LastFailed {
+		why := string(f.StopReason)
+		if f.Error != "" {
+			assert.Equal(t, "task-4", f.Label)
+			why = "failed: " + f.Error
+		}
+		assert.Contains(t, page, fmt.Sprintf("| %d | %s | %s | [%s](/namespaces/{namespace}/workflows/%s) |",
+			f.Index, f.Label, strings.ReplaceAll(why, "|", `\|`), f.WorkflowID, f.WorkflowID))
+	}
+}

@@ -206,6 +206,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityRecordNested:      a.RecordNested,
 		workflows.ActivityReadPayload:       a.ReadPayload,
 		workflows.ActivityStorePayload:      a.StorePayload,
+		workflows.ActivityReadTranscript:    a.ReadTranscript,
 		workflows.ActivityCleanupCutoff:     a.CleanupCutoff,
 		workflows.ActivityCleanupPage:       a.CleanupPage,
 		// The Batch workflow's.

@@ -130,6 +130,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	if err := run.Dispose(context.WithoutCancel(ctx)); err != nil {
 		log.Error("dispose sdk child", zap.Error(err))
 	}
+	a.keepSDKTranscript(context.WithoutCancel(ctx), log, in.RunID, run)
 	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res, Usage: run.Usage(), Digest: run.Digest()}
 	if err := a.byReference(context.WithoutCancel(ctx), &out); err != nil {
 		return workflows.Outcome{}, err

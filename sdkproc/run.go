@@ -45,6 +45,10 @@ type Run struct {
 	permits *permits // nil without RunOptions.Admit
 	usage   session.Usage
 	digest  *subagent.DigestBuilder // guarded by mu
+	// reported are the run's events as the runtime reported them, from the prompt's
+	// receipt on, streamed chunks left out (the assistant message repeats them); guarded by
+	// mu.
+	reported []session.Event
 }
 
 var _ subagent.Run = (*Run)(nil)
@@ -143,6 +147,14 @@ func (r *Run) Digest() *subagent.Digest {
 		stop = r.result.StopReason
 	}
 	return r.digest.Digest(stop)
+}
+
+// Events returns the events the runtime reported of the run's session, from the prompt's
+// receipt on, without the streamed chunks: its transcript (subagent.BuildTranscript).
+func (r *Run) Events() []session.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]session.Event(nil), r.reported...)
 }
 
 // Progress returns a snapshot of the run's progress, for heartbeats.
@@ -335,6 +347,9 @@ func (s *collectState) event(raw json.RawMessage) error {
 				if m.ID == s.messageID {
 					s.receipt = true
 					s.run.setPhase(PhaseRunning)
+					s.run.mu.Lock()
+					s.run.reported = append(s.run.reported, ev)
+					s.run.mu.Unlock()
 				}
 			}
 		}
@@ -382,6 +397,9 @@ func (s *collectState) track(ev session.Event) {
 	r := s.run
 	r.mu.Lock()
 	r.digest.Add(ev)
+	if ev.Type != session.TypeAssistantChunk {
+		r.reported = append(r.reported, ev)
+	}
 	if r.digest.Level() != subagent.DigestOff {
 		r.progress.LastTool = r.digest.LastTool()
 	}

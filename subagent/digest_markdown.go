@@ -20,7 +20,7 @@ func (d *Digest) Markdown() string {
 	if stop == "" {
 		stop = "running"
 	}
-	fmt.Fprintf(&b, "**%s** · %d steps · %d tool calls", stop, d.TotalSteps, d.ToolCalls)
+	fmt.Fprintf(&b, "**%s** · %s · %s", stop, plural(d.TotalSteps, "step"), plural(d.ToolCalls, "tool call"))
 	if d.ToolErrors > 0 {
 		fmt.Fprintf(&b, " (%d failed)", d.ToolErrors)
 	}
@@ -66,6 +66,14 @@ func (d *Digest) Markdown() string {
 		fmt.Fprintf(&b, "\n**Answer:** %s\n", cell(d.Answer))
 	}
 	return b.String()
+}
+
+// plural returns "1 step", "2 steps".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // cell makes s one line that cannot end a Markdown table cell.

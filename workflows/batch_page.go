@@ -56,6 +56,8 @@ func BatchPage(s BatchSummary, now time.Time) string {
 		}
 	}
 	fmt.Fprintf(&b, "| %d | %t | %s | %s | %d / %d |\n", s.Concurrency, s.Paused, rate, end, s.InputTokens, s.OutputTokens)
+	// The page changes only on the batch's workflow tasks: say when this one ran.
+	fmt.Fprintf(&b, "\nAs of %s.\n", now.UTC().Format(time.RFC3339))
 
 	if len(s.LastFailed) > 0 {
 		b.WriteString("\n**Last failed tasks**\n\n| task | label | stop reason | run |\n|---:|---|---|---|\n")

@@ -26,6 +26,7 @@ func TestBatchPageMidway(t *testing.T) {
 	assert.Contains(t, page, "| 76 | 4 | 13 | 0 | 7 | 0 | 0 | 0 |")
 	// 2 runs/s: the 80 tasks left end in 40 s.
 	assert.Contains(t, page, "| 4 | false | 2.00 | 2026-01-01T10:00:50Z | 0 / 0 |")
+	assert.Contains(t, page, "\nAs of 2026-01-01T10:00:10Z.\n")
 	assert.Len(t, s.LastFailed, 5)
 	assert.Contains(t, page, "| 9 |  | failed: rejected: bad |  |\n| 6 | l\\|abel | error | [wf](/namespaces/{namespace}/workflows/wf) |")
 	assert.NotContains(t, page, "| 1 | l")

@@ -107,6 +107,28 @@ func TestTranscript(t *testing.T) {
 		assert.Contains(t, stdout, "stop      completed\n")
 	})
 
+	t.Run("bigger than a payload, by reference", func(t *testing.T) {
+		// Two whole reads of 200 kB: over workflows.PayloadThreshold, so the worker stores the
+		// transcript and the starter fetches it with FetchPayload.
+		line := strings.Repeat("x", 99) + "\n"
+		large := strings.Repeat(line, 2000)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "large.txt"), []byte(large), 0o644))
+		read := [2]string{"read_file", `{"path": "large.txt"}`}
+		_, run := start(t, rootInput(subagent.ProviderSpawn, dir, script(t, dir, toolCalls(read, read), `{"text": "big"}`), "read twice"))
+		outcome(t, run)
+		tr := transcriptOf(t, dir, "--full", run.GetID())
+		var results []string
+		for _, e := range tr.Entries {
+			if e.Kind == subagent.EntryToolResult {
+				results = append(results, e.Text)
+			}
+		}
+		require.Len(t, results, 2)
+		for _, r := range results {
+			assert.True(t, strings.HasPrefix(r, large), "a whole result (%d bytes)", len(r))
+		}
+	})
+
 	t.Run("sdk", func(t *testing.T) {
 		_, run := start(t, rootInput(subagent.ProviderSDK, dir, steps, "read the files"))
 		out, _ := outcome(t, run)

@@ -254,8 +254,9 @@ func TestDigestOfRuns(t *testing.T) {
 	})
 
 	t.Run("200 steps", func(t *testing.T) {
-		// Twelve calls a step with long inputs overflow the bound well before the agent's
-		// step limit (50) ends the turn.
+		// A script of 200 steps: the agent's step limit ends the turn at 50 (a worker has no
+		// higher one), and twelve calls a step with long inputs overflow the bound well
+		// before. subagent's TestDigestBound builds digests of 200 and 5,000 steps.
 		var calls [][2]string
 		for i := range 12 {
 			calls = append(calls, [2]string{"read_file", fmt.Sprintf(`{"path": "missing-%02d-%s.txt"}`, i, strings.Repeat("x", 60))})

@@ -322,3 +322,34 @@ func TestDigestLevels(t *testing.T) {
 	_, err := activities.New(activities.Config{Store: f.store, Models: model.NewDefaultRegistry(), Tools: &tools.Registry{}, Digest: "verbose"})
 	assert.ErrorContains(t, err, `digest level "verbose"`)
 }
+
+// TestReadTranscriptWithheldBelowFull: a worker at --digest names or off does not return
+// transcripts through Temporal, whose history would keep the tool inputs it withholds.
+func TestReadTranscriptWithheldBelowFull(t *testing.T) {
+	for _, level := range []subagent.DigestLevel{subagent.DigestNames, subagent.DigestOff} {
+		f := newFixture(t, `{"text": "hi"}`)
+		e := newEnv(t, f.activities(func(c *activities.Config) { c.Digest = level }), worker.Options{})
+		_, err := e.ExecuteActivity(workflows.ActivityReadTranscript, workflows.TranscriptInput{ChildID: "c", Provider: subagent.ProviderSpawn})
+		appErr := requireApplicationError(t, err)
+		assert.Equal(t, activities.TypeTranscriptWithheld, appErr.Type())
+		assert.True(t, appErr.NonRetryable())
+		assert.Contains(t, appErr.Message(), "digest level is "+string(level))
+	}
+	f := newFixture(t, `{"text": "hi"}`)
+	e := newEnv(t, f.activities(), worker.Options{})
+	req := request("hello")
+	publish(t, e, "child-1", req)
+	_, err := drive(e, "child-1", req)
+	require.NoError(t, err)
+	v, err := e.ExecuteActivity(workflows.ActivityReadTranscript, workflows.TranscriptInput{ChildID: "child-1", Provider: subagent.ProviderSpawn})
+	require.NoError(t, err)
+	var res workflows.TranscriptResult
+	require.NoError(t, v.Get(&res))
+	require.NotNil(t, res.Transcript)
+	assert.Equal(t, subagent.EntryPrompt, res.Transcript.Entries[0].Kind)
+	v, err = e.ExecuteActivity(workflows.ActivityReadTranscript, workflows.TranscriptInput{ChildID: "gone", Provider: subagent.ProviderSpawn})
+	require.NoError(t, err)
+	res = workflows.TranscriptResult{}
+	require.NoError(t, v.Get(&res))
+	assert.True(t, res.Missing)
+}

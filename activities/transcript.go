@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/harness/session"
@@ -15,12 +16,24 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
+// TypeTranscriptWithheld is the non-retryable error type of ReadTranscript on a worker whose
+// digest level is not full.
+const TypeTranscriptWithheld = "transcript-withheld"
+
 // ReadTranscript returns the transcript of a run (workflows.TranscriptInput): an in-process
 // run's from its session in the store, an sdk run's from the events its runtime reported,
 // which RunSDKChild stored. A transcript whose encoding exceeds workflows.PayloadThreshold is
 // stored as a payload and returned by reference; a session the store no longer holds is
-// reported Missing.
+// reported Missing. A worker whose digest level is names or off refuses it
+// (TypeTranscriptWithheld): the transcript would enter the fetching workflow's history.
 func (a *Activities) ReadTranscript(ctx context.Context, in workflows.TranscriptInput) (workflows.TranscriptResult, error) {
+	if a.digest != subagent.DigestFull {
+		// What it returns enters the fetching workflow's history: tool inputs and outputs
+		// that the operator keeps out of Temporal's.
+		return workflows.TranscriptResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"activities: read the transcript of %s: this worker's digest level is %s, which keeps tool inputs out of Temporal; read the session store directly (starter transcript --session-root)",
+			in.ChildID, a.digest), TypeTranscriptWithheld, nil)
+	}
 	events, err := a.transcriptEvents(ctx, in)
 	if errors.Is(err, session.ErrNotFound) {
 		return workflows.TranscriptResult{Missing: true}, nil

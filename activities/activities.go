@@ -81,6 +81,10 @@ type Config struct {
 	// stored, instead of the namespace's retention (docs/durability.md); it should not exceed
 	// the namespace's, past which Temporal forgets the runs anyway.
 	Retention time.Duration
+	// Digest is how much of a child's turn the digest and the heartbeats show
+	// (docs/digest.md): "" is subagent.DigestFull; subagent.DigestNames leaves out tool
+	// inputs, error texts and the answer; subagent.DigestOff builds none.
+	Digest subagent.DigestLevel
 }
 
 // Activities holds the activity implementations. Register them with Register.
@@ -106,6 +110,8 @@ type Activities struct {
 	roots []string
 	// retention is Config.Retention.
 	retention time.Duration
+	// digest is Config.Digest, parsed.
+	digest subagent.DigestLevel
 }
 
 // New validates cfg and builds the in-process host and the sdk provider.
@@ -120,6 +126,10 @@ func New(cfg Config) (*Activities, error) {
 	case interval < 0 || interval > DefaultHeartbeatInterval:
 		return nil, fmt.Errorf("activities: new: HeartbeatInterval %v must be positive and at most %v",
 			interval, DefaultHeartbeatInterval)
+	}
+	digest, err := subagent.ParseDigestLevel(string(cfg.Digest))
+	if err != nil {
+		return nil, fmt.Errorf("activities: new: %w", err)
 	}
 	nestedProvider := cfg.SubagentProvider
 	if nestedProvider == "" {
@@ -158,6 +168,7 @@ func New(cfg Config) (*Activities, error) {
 		admission: admitter,
 		roots:     cfg.WorkspaceRoots,
 		retention: cfg.Retention,
+		digest:    digest,
 	}
 	a.blobs = blob.New(cfg.Store, func(ctx context.Context, name string) error { return a.own(ctx, name) })
 	if cfg.SDK.Command != "" {
@@ -199,6 +210,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityRecordNested:      a.RecordNested,
 		workflows.ActivityReadPayload:       a.ReadPayload,
 		workflows.ActivityStorePayload:      a.StorePayload,
+		workflows.ActivityReadTranscript:    a.ReadTranscript,
 		workflows.ActivityCleanupCutoff:     a.CleanupCutoff,
 		workflows.ActivityCleanupPage:       a.CleanupPage,
 		// The Batch workflow's.

@@ -14,6 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
+	"github.com/subflow-dev/subflow/subagent"
 	subagenttool "github.com/subflow-dev/subflow/subagent/tool"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -132,6 +133,7 @@ func (a *Activities) Drive(ctx context.Context, in workflows.ChildInput) (workfl
 			OnProgress: func(p inprocess.Progress) { prog.set(p) },
 			Tools:      []tools.Tool{nested},
 			Store:      lease.store,
+			Digest:     a.digest,
 		})
 		done <- driveOutcome{p, err}
 	}()
@@ -249,11 +251,26 @@ func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInpu
 		return workflows.Outcome{}, fmt.Errorf("activities: read result of %s: %w", in.ChildID, err)
 	}
 	log.Info("result read", zap.String("stopReason", string(res.StopReason)))
-	out := workflows.Outcome{ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res, Usage: session.UsageSince(events, hd.SeedLength)}
+	own := events[min(hd.SeedLength, int64(len(events))):]
+	out := workflows.Outcome{
+		ChildID: in.ChildID, Depth: hd.DelegationDepth, Result: res, Usage: session.UsageSince(events, hd.SeedLength),
+		Digest: subagent.BuildDigest(own, res.StopReason, a.digestOptions(in.ChildID)),
+	}
 	if err := a.byReference(ctx, &out); err != nil {
 		return workflows.Outcome{}, err
 	}
 	return out, nil
+}
+
+// digestOptions are the digest options of a child whose session (in our store, or in its
+// sdk runtime) is sessionID: its subagent calls link to their nested runs.
+func (a *Activities) digestOptions(sessionID string) subagent.DigestOptions {
+	return subagent.DigestOptions{Level: a.digest, Nested: func(tool, callID string) string {
+		if tool != subagenttool.Name {
+			return ""
+		}
+		return workflows.WorkflowID(subagenttool.NestedChildID(sessionID, callID))
+	}}
 }
 
 // TypeWorkspaceMissing is the type of the non-retryable error of a drive that landed on a

@@ -14,6 +14,7 @@ import (
 	"github.com/subflow-dev/subflow/activities"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -157,7 +158,11 @@ func TestDriveCompletesAndHeartbeatsProgress(t *testing.T) {
 	out := readResult(t, e, "child-1", req, false)
 	assert.Positive(t, out.Usage.InputTokens, "the turn's usage is summed from the log")
 	assert.Positive(t, out.Usage.OutputTokens)
-	out.Usage = session.Usage{}
+	require.NotNil(t, out.Digest, "the result carries the digest of the child's log")
+	assert.Equal(t, "hello from the child", out.Digest.Answer)
+	assert.Equal(t, 1, out.Digest.TotalSteps)
+	assert.Equal(t, out.Usage.OutputTokens, out.Digest.OutputTokens)
+	out.Usage, out.Digest = session.Usage{}, nil
 	assert.Equal(t, workflows.Outcome{ChildID: "child-1", Depth: pub.Depth, Result: subagent.Result{
 		Output: []session.Block{session.Text("hello from the child")}, StopReason: subagent.StopCompleted,
 	}}, out)
@@ -276,4 +281,75 @@ func TestDriveOnAWorkerWithAnotherStore(t *testing.T) {
 	assert.True(t, appErr.NonRetryable())
 	assert.Equal(t, activities.TypeSessionMissing, appErr.Type())
 	assert.Contains(t, appErr.Message(), "separate session stores")
+}
+
+// TestDigestLevels: a worker at --digest names shows the child's steps and tool names but
+// none of its tool inputs, errors or answer, in the result and in the heartbeats; at off it
+// shows nothing. A bad level is refused when the activities are built.
+func TestDigestLevels(t *testing.T) {
+	for _, level := range []subagent.DigestLevel{subagent.DigestNames, subagent.DigestOff} {
+		t.Run(string(level), func(t *testing.T) {
+			f := newFixture(t, `{"toolCalls": [{"name": "read_file", "input": {"path": "missing.txt"}}]}`,
+				`{"text": "the private answer", "delayMs": 200}`)
+			e := newEnv(t, f.activities(func(c *activities.Config) { c.Digest = level }), worker.Options{})
+			req := request("read")
+			publish(t, e, "child-1", req)
+			_, err := drive(e, "child-1", req)
+			require.NoError(t, err)
+			out := readResult(t, e, "child-1", req, false)
+			var lastTools []string
+			for _, p := range e.progress() {
+				if p.LastTool != "" {
+					lastTools = append(lastTools, p.LastTool)
+				}
+			}
+			if level == subagent.DigestOff {
+				assert.Nil(t, out.Digest)
+				assert.Empty(t, lastTools)
+				return
+			}
+			require.NotNil(t, out.Digest)
+			assert.Equal(t, subagent.DigestNames, out.Digest.Level)
+			assert.Empty(t, out.Digest.Answer)
+			require.Len(t, out.Digest.Steps, 2)
+			assert.Equal(t, []subagent.DigestTool{{Name: "read_file", Result: subagent.ToolResultError,
+				DurationMs: out.Digest.Steps[0].Tools[0].DurationMs}}, out.Digest.Steps[0].Tools)
+			require.NotEmpty(t, lastTools, "a heartbeat during the second step names the first step's tool")
+			assert.Equal(t, "read_file: error", lastTools[len(lastTools)-1])
+		})
+	}
+	f := newFixture(t)
+	_, err := activities.New(activities.Config{Store: f.store, Models: model.NewDefaultRegistry(), Tools: &tools.Registry{}, Digest: "verbose"})
+	assert.ErrorContains(t, err, `digest level "verbose"`)
+}
+
+// TestReadTranscriptWithheldBelowFull: a worker at --digest names or off does not return
+// transcripts through Temporal, whose history would keep the tool inputs it withholds.
+func TestReadTranscriptWithheldBelowFull(t *testing.T) {
+	for _, level := range []subagent.DigestLevel{subagent.DigestNames, subagent.DigestOff} {
+		f := newFixture(t, `{"text": "hi"}`)
+		e := newEnv(t, f.activities(func(c *activities.Config) { c.Digest = level }), worker.Options{})
+		_, err := e.ExecuteActivity(workflows.ActivityReadTranscript, workflows.TranscriptInput{ChildID: "c", Provider: subagent.ProviderSpawn})
+		appErr := requireApplicationError(t, err)
+		assert.Equal(t, activities.TypeTranscriptWithheld, appErr.Type())
+		assert.True(t, appErr.NonRetryable())
+		assert.Contains(t, appErr.Message(), "digest level is "+string(level))
+	}
+	f := newFixture(t, `{"text": "hi"}`)
+	e := newEnv(t, f.activities(), worker.Options{})
+	req := request("hello")
+	publish(t, e, "child-1", req)
+	_, err := drive(e, "child-1", req)
+	require.NoError(t, err)
+	v, err := e.ExecuteActivity(workflows.ActivityReadTranscript, workflows.TranscriptInput{ChildID: "child-1", Provider: subagent.ProviderSpawn})
+	require.NoError(t, err)
+	var res workflows.TranscriptResult
+	require.NoError(t, v.Get(&res))
+	require.NotNil(t, res.Transcript)
+	assert.Equal(t, subagent.EntryPrompt, res.Transcript.Entries[0].Kind)
+	v, err = e.ExecuteActivity(workflows.ActivityReadTranscript, workflows.TranscriptInput{ChildID: "gone", Provider: subagent.ProviderSpawn})
+	require.NoError(t, err)
+	res = workflows.TranscriptResult{}
+	require.NoError(t, v.Get(&res))
+	assert.True(t, res.Missing)
 }

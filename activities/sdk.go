@@ -86,6 +86,7 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	}
 	policy.ID = sdkSessionID(in.RunID, activity.GetInfo(ctx).Attempt)
 	policy.Logger = log // the child's lines carry the workflow, run and child ids too
+	policy.Digest = a.digestOptions(policy.ID)
 	policy.Delegate = func(callCtx context.Context, p sdkproc.Delegation) (subagent.Result, error) {
 		parent := parent
 		cwd, err := a.sdk.ChildCwd(req) // resolved once already: the child runs there
@@ -130,7 +131,8 @@ func (a *Activities) RunSDKChild(ctx context.Context, in workflows.SDKInput) (wo
 	if err := run.Dispose(context.WithoutCancel(ctx)); err != nil {
 		log.Error("dispose sdk child", zap.Error(err))
 	}
-	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res, Usage: run.Usage()}
+	a.keepSDKTranscript(context.WithoutCancel(ctx), log, in.RunID, run)
+	out := workflows.Outcome{ChildID: in.RunID, Depth: depth, Result: res, Usage: run.Usage(), Digest: run.Digest()}
 	if err := a.byReference(context.WithoutCancel(ctx), &out); err != nil {
 		return workflows.Outcome{}, err
 	}

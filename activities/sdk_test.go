@@ -58,6 +58,12 @@ func TestRunSDKChildThroughTheRealChildRuntime(t *testing.T) {
 	out, err := runSDK(e, "run-1", request("say hello"))
 	require.NoError(t, err)
 	assert.Positive(t, out.Usage.InputTokens, "the child's usage is reported, as an in-process run's")
+	require.NotNil(t, out.Digest, "the digest is built from the events the runtime reported")
+	assert.Equal(t, "hello from the sdk child", out.Digest.Answer)
+	assert.Equal(t, subagent.StopCompleted, out.Digest.StopReason)
+	assert.Equal(t, 1, out.Digest.TotalSteps)
+	assert.Equal(t, out.Usage.InputTokens, out.Digest.InputTokens)
+	out.Digest = nil
 	// The scripted model counts a token per 4 runes of its answer: 24 runes.
 	assert.Equal(t, workflows.Outcome{ChildID: "run-1", Depth: 1, Result: subagent.Result{
 		Output: []session.Block{session.Text("hello from the sdk child")}, StopReason: subagent.StopCompleted,

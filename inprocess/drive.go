@@ -51,6 +51,9 @@ type DriveRequest struct {
 	// the request's tool filter: a tool it does not allow is not registered. Create must
 	// have been told their names (CreateRequest.RunTools) for the filter to name them.
 	Tools []tools.Tool
+	// Digest is the level of the progress's LastTool (subagent.DigestBuilder.LastTool):
+	// "" is subagent.DigestFull, subagent.DigestOff leaves it empty.
+	Digest subagent.DigestLevel
 	// Store, when set, is what the child reads and appends through for this drive instead of
 	// the Host's store: a session lease's fenced view (session.Lease.Store), so a drive that
 	// lost its lease to another holder writes nothing more.
@@ -68,6 +71,7 @@ type child struct {
 
 	progressMu sync.Mutex
 	progress   Progress
+	digest     *subagent.DigestBuilder // for the progress's current step and last tool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -152,6 +156,9 @@ func (h *Host) open(ctx context.Context, dr DriveRequest, interrupt bool) (_ *ch
 		return nil, fmt.Errorf("inprocess: open child %s: %w", dr.ChildID, err)
 	}
 	c := &child{id: dr.ChildID, host: h, agent: a, provider: dr.Provider}
+	if dr.Digest != subagent.DigestOff {
+		c.digest = subagent.NewDigestBuilder(subagent.DigestOptions{Level: dr.Digest})
+	}
 	defer func() {
 		if err != nil {
 			_ = c.close(context.Background())
@@ -285,6 +292,10 @@ func (c *child) observe(ev session.Event) {
 	c.progressMu.Lock()
 	defer c.progressMu.Unlock()
 	p := &c.progress
+	if c.digest != nil {
+		c.digest.Add(ev)
+		p.LastTool = c.digest.LastTool()
+	}
 	switch ev.Type {
 	case session.TypeStepStart:
 		p.Steps++

@@ -98,6 +98,10 @@ type RunOptions struct {
 	// is disposed are released then.
 	Admit          func(ctx context.Context, provider string) (release func(), err error)
 	AdmitProviders []string
+	// Digest configures the run's digest (Run.Digest), built from the events the runtime
+	// reports of the run's session, and its progress's LastTool. The zero value builds a
+	// full digest without nested runs' workflow ids.
+	Digest subagent.DigestOptions
 }
 
 // Start is StartRun with zero RunOptions.
@@ -142,6 +146,7 @@ func (p *Provider) StartRun(ctx context.Context, req subagent.Request, opts RunO
 	}
 	log = log.With(zap.String("provider", p.Name()), zap.String("run", id))
 	r := newRun(p, id, req.Prompt, log)
+	r.digest = subagent.NewDigestBuilder(opts.Digest)
 	handlers := delegateHandler(opts.Delegate)
 	if opts.Admit != nil {
 		r.permits = newPermits(opts.Admit)

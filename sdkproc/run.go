@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -43,6 +44,11 @@ type Run struct {
 
 	permits *permits // nil without RunOptions.Admit
 	usage   session.Usage
+	digest  *subagent.DigestBuilder // guarded by mu
+	// reported are the run's events as the runtime reported them, from the prompt's
+	// receipt on, streamed chunks left out (the assistant message repeats them); guarded by
+	// mu.
+	reported []session.Event
 }
 
 var _ subagent.Run = (*Run)(nil)
@@ -128,6 +134,27 @@ func (r *Run) Usage() session.Usage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.usage
+}
+
+// Digest returns the digest of the run's turn so far with its stop reason once settled
+// (subagent.Digest), built from the events the runtime reported; nil when
+// RunOptions.Digest's level is off.
+func (r *Run) Digest() *subagent.Digest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	stop := subagent.StopReason("")
+	if r.settled {
+		stop = r.result.StopReason
+	}
+	return r.digest.Digest(stop)
+}
+
+// Events returns the events the runtime reported of the run's session, from the prompt's
+// receipt on, without the streamed chunks: its transcript (subagent.BuildTranscript).
+func (r *Run) Events() []session.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]session.Event(nil), r.reported...)
 }
 
 // Progress returns a snapshot of the run's progress, for heartbeats.
@@ -302,7 +329,14 @@ func (s *collectState) event(raw json.RawMessage) error {
 	if t, ok := env["type"]; !ok || json.Unmarshal(t, &typ) != nil {
 		return fmt.Errorf("protocol error: session.event has no string type: %s", snippet(raw))
 	}
-	ev := session.Event{Type: typ, Data: env["data"]}
+	ev := session.Event{Type: typ, Data: env["data"], Time: time.Now().UTC()}
+	if t, ok := env["time"]; ok {
+		// The runtime's own clock times the steps and tools of the digest when it says.
+		var at time.Time
+		if json.Unmarshal(t, &at) == nil && !at.IsZero() {
+			ev.Time = at
+		}
+	}
 	if !s.receipt {
 		if typ == session.TypeInboxSpliced {
 			var d session.InboxSplicedData
@@ -313,6 +347,9 @@ func (s *collectState) event(raw json.RawMessage) error {
 				if m.ID == s.messageID {
 					s.receipt = true
 					s.run.setPhase(PhaseRunning)
+					s.run.mu.Lock()
+					s.run.reported = append(s.run.reported, ev)
+					s.run.mu.Unlock()
 				}
 			}
 		}
@@ -358,6 +395,15 @@ func checkAssistantMessage(data json.RawMessage) error {
 // track updates Progress from an event the collector accepted.
 func (s *collectState) track(ev session.Event) {
 	r := s.run
+	r.mu.Lock()
+	r.digest.Add(ev)
+	if ev.Type != session.TypeAssistantChunk {
+		r.reported = append(r.reported, ev)
+	}
+	if r.digest.Level() != subagent.DigestOff {
+		r.progress.LastTool = r.digest.LastTool()
+	}
+	r.mu.Unlock()
 	switch ev.Type {
 	case session.TypeStepStart:
 		r.mu.Lock()

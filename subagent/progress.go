@@ -23,6 +23,9 @@ type Progress struct {
 	OutputTokens  int64  `json:"outputTokens"`  // output tokens reported by assistant messages
 	// Tail is the end of the partial output, at most MaxTail bytes (see Tail).
 	Tail string `json:"tail,omitempty"`
+	// LastTool is the latest tool call that returned, as DigestBuilder.LastTool shows it
+	// ("read_file notes.txt: ok"), at the worker's digest level: empty when it is off.
+	LastTool string `json:"lastTool,omitempty"`
 }
 
 // Tail returns the last MaxTail bytes of s, not splitting a UTF-8 sequence.
@@ -37,12 +40,16 @@ func Tail(s string) string {
 	return s[i:]
 }
 
-// String returns p as one line: "running: step 7, 3.2 kB streamed, 812 tokens", the phase
-// left out when empty and the tokens when none were counted.
+// String returns p as one line: "running: step 7, 3.2 kB streamed, 812 tokens, last tool
+// grep TODO: ok", the phase left out when empty, the tokens when none were counted and the
+// last tool when none returned.
 func (p Progress) String() string {
 	s := fmt.Sprintf("step %d, %s streamed", p.Steps, formatBytes(p.StreamedBytes))
 	if p.OutputTokens > 0 {
 		s += fmt.Sprintf(", %d tokens", p.OutputTokens)
+	}
+	if p.LastTool != "" {
+		s += ", last tool " + p.LastTool
 	}
 	if p.Phase != "" {
 		s = p.Phase + ": " + s

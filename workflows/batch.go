@@ -71,6 +71,7 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 		b.awaitInherited(bg, rt)
 	}
 
+	b.show(ctx)
 	b.startTasks(ctx)
 	if b.exhausted && !b.cancelled {
 		// Every task has started: wait for the last children, or for a new build to hand
@@ -96,7 +97,7 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 		// Best effort: a page left behind is garbage, not a wrong result.
 		_ = workflow.ExecuteActivity(actx, ActivityRemoveBatchPages, BatchPageInput{BatchID: b.id, Page: len(b.pages)}).Get(bg, nil)
 	}
-	sum := b.progress()
+	sum := b.show(bg)
 	if ctx.Err() != nil {
 		return sum, temporal.NewCanceledError(sum)
 	}
@@ -163,6 +164,9 @@ func newBatch(ctx workflow.Context, in BatchInput) *batch {
 	}
 	b.sum.BatchID = b.id
 	b.sum.Priority = priorityOf(ctx) // read by each run: continue-as-new keeps the priority
+	if b.sum.Started.IsZero() {
+		b.sum.Started = workflow.Now(ctx)
+	}
 	b.sum.Runs++
 	if b.sum.ByStopReason == nil {
 		b.sum.ByStopReason = make(map[subagent.StopReason]int)
@@ -183,26 +187,26 @@ func (b *batch) registerHandlers(ctx workflow.Context) error {
 		validator  any
 	}{
 		{UpdateAddTasks, "store the next page of tasks", b.addTasks, b.validatePage},
-		{UpdatePause, "start no more children", func(workflow.Context) (BatchSummary, error) {
+		{UpdatePause, "start no more children", func(ctx workflow.Context) (BatchSummary, error) {
 			b.paused = true
-			return b.progress(), nil
+			return b.show(ctx), nil
 		}, nil},
-		{UpdateResume, "start children again", func(workflow.Context) (BatchSummary, error) {
+		{UpdateResume, "start children again", func(ctx workflow.Context) (BatchSummary, error) {
 			b.paused = false
-			return b.progress(), nil
+			return b.show(ctx), nil
 		}, nil},
-		{UpdateResize, "set the concurrency", func(_ workflow.Context, n int) (BatchSummary, error) {
+		{UpdateResize, "set the concurrency", func(ctx workflow.Context, n int) (BatchSummary, error) {
 			b.concurrency = n
-			return b.progress(), nil
+			return b.show(ctx), nil
 		}, func(_ workflow.Context, n int) error {
 			if n < 1 {
 				return fmt.Errorf("batch %s: concurrency must be at least 1: %d", b.id, n)
 			}
 			return nil
 		}},
-		{UpdateCancel, "cancel the batch and its running children", func(workflow.Context) (BatchSummary, error) {
+		{UpdateCancel, "cancel the batch and its running children", func(ctx workflow.Context) (BatchSummary, error) {
 			b.cancelled = true
-			return b.progress(), nil
+			return b.show(ctx), nil
 		}, nil},
 	}
 	for _, h := range handlers {
@@ -376,6 +380,7 @@ func (b *batch) startChild(ctx workflow.Context, n int, t Task) {
 	b.running++
 	b.starting++
 	b.children[n] = &batchChild{rt: rt, cancel: cancel}
+	b.show(ctx)
 	fut := workflow.ExecuteChildWorkflow(cctx, WorkflowName, in)
 	wait, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.Go(wait, func(wait workflow.Context) {
@@ -439,6 +444,10 @@ func (b *batch) finish(ctx workflow.Context, rt RunningTask, res ChildResult) {
 		stop = res.Outcome.Result.StopReason
 	}
 	b.sum.countOutcome(stop, workflow.Now(ctx).Sub(rt.Started), res.Outcome.Usage)
+	if stop != subagent.StopCompleted {
+		b.sum.noteFailed(BatchResult{Index: rt.Index, Label: rt.Label, WorkflowID: rt.WorkflowID, StopReason: stop, Error: res.Error})
+	}
+	b.show(ctx)
 }
 
 // failTask counts a task that could not start and keeps its error for the results.
@@ -447,6 +456,17 @@ func (b *batch) failTask(ctx workflow.Context, res BatchResult) {
 		b.sum.StartErrors = append(b.sum.StartErrors, res)
 	}
 	b.sum.countOutcome("", 0, session.Usage{})
+	b.sum.noteFailed(BatchResult{Index: res.Index, Label: res.Label, Error: res.Error})
+	b.show(ctx)
+}
+
+// show returns the batch's progress after showing it as the batch's Current Details (the
+// batch page, BatchPage), which adds no event to the history: it is called on the workflow
+// tasks the batch runs anyway, when a child starts or ends and when a control update lands.
+func (b *batch) show(ctx workflow.Context) BatchSummary {
+	s := b.progress()
+	workflow.SetCurrentDetails(ctx, BatchPage(s, workflow.Now(ctx)))
+	return s
 }
 
 // progress returns the summary with the live counts.
@@ -456,6 +476,7 @@ func (b *batch) progress() BatchSummary {
 	s.Queued = max(s.Total-s.Done-s.Running, 0)
 	s.Concurrency, s.Paused, s.Cancelled = b.concurrency, b.paused, b.cancelled
 	s.StartErrors = slices.Clone(b.sum.StartErrors)
+	s.LastFailed = slices.Clone(b.sum.LastFailed)
 	s.ByStopReason = make(map[subagent.StopReason]int, len(b.sum.ByStopReason))
 	//workflowcheck:ignore a copy of a map; no command depends on the order
 	for k, v := range b.sum.ByStopReason {

@@ -55,6 +55,11 @@ type BatchSummary struct {
 	// StartErrors are the batch's tasks that could not start (at most 1,000): they have no
 	// workflow, so `starter batch results` reads them from here.
 	StartErrors []BatchResult `json:"startErrors,omitempty"`
+	// Started is when the batch's first run started: the batch page's rate counts from it.
+	Started time.Time `json:"started,omitzero"`
+	// LastFailed are the last five tasks that ended otherwise than completed, newest last:
+	// index, label, workflow id, and the stop reason or the error, for the batch page.
+	LastFailed []BatchResult `json:"lastFailed,omitempty"`
 }
 
 // Completed reports whether every task of the batch ended completed.

@@ -6,7 +6,8 @@ import (
 )
 
 // Register registers the workflows of this package on r under their names (WorkflowName,
-// BatchWorkflowName, FetchPayloadWorkflowName, AdmissionWorkflowName, CleanupWorkflowName),
+// BatchWorkflowName, FetchPayloadWorkflowName, FetchTranscriptWorkflowName,
+// AdmissionWorkflowName, CleanupWorkflowName),
 // so a worker registers them in one line.
 //
 // Every workflow is Pinned on a worker of a Worker Deployment (docs/deployment.md): a run
@@ -21,6 +22,7 @@ func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(FetchPayload, workflow.RegisterOptions{Name: FetchPayloadWorkflowName, VersioningBehavior: pinned})
+	r.RegisterWorkflowWithOptions(FetchTranscript, workflow.RegisterOptions{Name: FetchTranscriptWorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(ModelAdmission, workflow.RegisterOptions{Name: AdmissionWorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(Cleanup, workflow.RegisterOptions{Name: CleanupWorkflowName, VersioningBehavior: pinned})
 }

@@ -331,6 +331,8 @@ func (r *run) publishedChanges(ctx workflow.Context, childID string, pub Publish
 // finish ends a published run with its outcome: Canceled with the outcome as details when
 // the workflow was cancelled, completed otherwise.
 func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
+	r.showDigest(ctx, out.Digest)
+	out.Digest = nil
 	cancelled := ctx.Err() != nil
 	stop := out.Result.StopReason
 	if stop == "" && cancelled {
@@ -349,6 +351,16 @@ func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
 	}
 	r.status.Phase = PhaseCompleted
 	return out, nil
+}
+
+// showDigest records the child's digest in the status and shows it as the run's Current
+// Details, which add no event to the history.
+func (r *run) showDigest(ctx workflow.Context, d *subagent.Digest) {
+	if d == nil {
+		return
+	}
+	r.status.Digest = d
+	workflow.SetCurrentDetails(ctx, d.Markdown())
 }
 
 // reject ends a run that never published its child. A cancellation becomes a CanceledError;

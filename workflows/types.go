@@ -180,6 +180,11 @@ type Outcome struct {
 	ResultRef *PayloadRef `json:"resultRef,omitempty"`
 	// Usage is the tokens the child's turn used, summed over its model requests.
 	Usage session.Usage `json:"usage,omitzero"`
+	// Digest is what the child did (docs/digest.md), as ReadResult and RunSDKChild return
+	// it; nil when the worker's digest level is off. StartSubagent moves it into its status
+	// and Current Details, so its own result and a Canceled run's details never carry it:
+	// the history holds it once.
+	Digest *subagent.Digest `json:"digest,omitempty"`
 }
 
 // Progress is the heartbeat detail of Drive and RunSDKChild: subagent.Progress, the one
@@ -222,6 +227,9 @@ type Status struct {
 	Error string `json:"error,omitempty"`
 	// Priority is the run's task-queue priority and fairness; nil when it has none.
 	Priority *Priority `json:"priority,omitempty"`
+	// Digest is what the child did (docs/digest.md), once its result was read; the run's
+	// Current Details show it as Markdown.
+	Digest *subagent.Digest `json:"digest,omitempty"`
 	// Progress is filled by Describe, never by the workflow.
 	Progress *Progress `json:"progress,omitempty"`
 }

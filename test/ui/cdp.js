@@ -81,7 +81,11 @@ async function main() {
     await sleep(250);
   }
   await sleep(500); // let the last render settle before the picture
-  if (args.html) fs.writeFileSync(args.html, await text('document.documentElement.outerHTML'));
+  // The frames' documents too: the UI renders Markdown (Current Details) in a frame.
+  if (args.html) fs.writeFileSync(args.html, await text(`document.documentElement.outerHTML + "\\n" +
+    [...document.querySelectorAll("iframe")].map((f) => {
+      try { return f.contentDocument.documentElement.outerHTML; } catch (e) { return f.srcdoc || ""; }
+    }).join("\\n")`));
   if (args.png) {
     const shot = await page('Page.captureScreenshot', { format: 'png' });
     fs.writeFileSync(args.png, Buffer.from(shot.data, 'base64'));

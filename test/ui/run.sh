@@ -6,7 +6,11 @@
 #   - a run's page shows its summary, its search attributes and its activities;
 #   - a running delegation's pending activity shows its heartbeat line ("running: step …");
 #   - a run that delegated through the subagent tool lists its nested runs (child workflows)
-#     on its Relationships page.
+#     on its Relationships page;
+#   - a run's Current Details (User Metadata) show its digest: its steps, a failed tool call
+#     with its error, and the link to its nested run;
+#   - a batch's Current Details show its page mid-way: tasks by state, rate, the last failed
+#     task with its link.
 # Screenshots of those pages are written to docs/img/ (the README shows them).
 #
 #   bash test/ui/run.sh           (installs Debian's chromium when it is missing)
@@ -69,7 +73,10 @@ cat "$tmp/cancelled.json"
 # A parent that delegates twice in one response; its children answer with completed.json.
 sed "s|@CHILD@|$here/completed.json|g" "$here/nested.json" >"$tmp/nested-script.json"
 run nested --model "$tmp/nested-script.json" --label "ui: delegating parent" "Split the review in two."
-for name in completed structured sdk nested; do
+# A run whose digest shows a failed tool call and a nested run.
+sed "s|@CHILD@|$here/completed.json|g" "$here/digest.json" >"$tmp/digest-script.json"
+run digest --model "$tmp/digest-script.json" --label "ui: digest" "Read the notes and the changes, and delegate a summary."
+for name in completed structured sdk nested digest; do
   [ "$(field $name stopReason)" = completed ] || fail "$name run did not complete: $(cat "$tmp/$name.json")"
 done
 cancel_id=$(field cancelled workflowId)
@@ -129,4 +136,36 @@ kids=$(grep -o '"workflowId":"subagent-[^"]*"' "$tmp/tree.json" | sed 's/.*:"\(.
 # shellcheck disable=SC2086
 page relationships "$ns/workflows/$nid/$nrid/relationships" ui-relationships "Relationships" $kids
 
-echo "ui: 5 runs, 7 pages checked; screenshots in docs/img/"
+# The digest as the run's Current Details: the failed read of CHANGES.md with its error's
+# first line, and the nested run's link, whose {namespace} the UI fills in.
+did=$(field digest workflowId); drid=$(field digest runId)
+"$starter" status --json "$did" >"$tmp/digest-status.json"
+nested_id=$(grep -o '"workflowId":"subagent-[^"]*"' "$tmp/digest-status.json" | head -1 | sed 's/.*:"\(.*\)"/\1/')
+[ -n "$nested_id" ] || fail "the digest of $did names no nested run: $(cat "$tmp/digest-status.json")"
+page digest "$ns/workflows/$did/$drid/user-metadata" ui-run-digest \
+  "completed · 2 steps · 3 tool calls (1 failed)" "read_file" "NOTES.md" "CHANGES.md" "error: Error: read_file" \
+  "subagent" "ui: digest nested" "The notes are a release checklist"
+grep -qF "/namespaces/default/workflows/$nested_id" "$tmp/digest.html" ||
+  fail "the digest page does not link the nested run $nested_id"
+
+# A batch mid-way: a quick task, a failing one, and slow ones at concurrency 1, so it stands
+# with tasks done, one running and the rest pending when its page is read.
+{
+  printf '{"task": "Summarize the workspace.", "label": "ui: batch quick", "cwd": "%s", "modelProvider": "scripted", "model": "%s"}\n' "$tmp/work" "$here/completed.json"
+  printf '{"task": "Fail.", "label": "ui: batch failing", "cwd": "%s", "modelProvider": "scripted", "model": "%s"}\n' "$tmp/work" "$here/failing.json"
+  for i in 1 2 3; do
+    printf '{"task": "Write a long essay.", "label": "ui: batch slow %s", "cwd": "%s", "modelProvider": "scripted", "model": "%s"}\n' "$i" "$tmp/work" "$here/cancel.json"
+  done
+} >"$tmp/batch.jsonl"
+"$starter" batch --id ui-batch --concurrency 1 --detach "$tmp/batch.jsonl" >/dev/null
+# The batch's current run, from its page's links (the batch workflow continues as new).
+page batch-run "$ns/workflows/ui-batch" "" "ui-batch" "User Metadata"
+brid=$(grep -o 'workflows/ui-batch/[0-9a-f-]*/' "$tmp/batch-run.html" | head -1 | cut -d/ -f3)
+[ -n "$brid" ] || fail "the batch's page links no run"
+page batch "$ns/workflows/ui-batch/$brid/user-metadata" ui-batch-page \
+  "batch ui-batch" "· running · 2 of 5 tasks done" "pending" "Last failed tasks" "ui: batch failing" "runs/s"
+"$starter" batch status --json ui-batch >"$tmp/batch-status.json"
+grep -q '"running": *1,' "$tmp/batch-status.json" || fail "the batch is not mid-way: $(cat "$tmp/batch-status.json")"
+"$starter" batch cancel ui-batch >/dev/null
+
+echo "ui: 7 runs and a batch, 10 pages checked; screenshots in docs/img/"

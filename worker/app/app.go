@@ -111,6 +111,9 @@ type Options struct {
 	// Retention, when positive, is what the cleanup keeps of closed runs instead of the
 	// namespace's retention (activities.Config.Retention and the schedule's cleanups).
 	Retention time.Duration
+	// Digest is how much of a child's turn the runs' digests and heartbeats show
+	// (activities.Config.Digest): "" or full, names, off.
+	Digest subagent.DigestLevel
 	// WorkspaceRoots are the directories this worker serves runs in (worker --workspace-root).
 	// They are stated in the worker's Temporal identity, where starters read them
 	// (subflow.RouteWorkspace); for each host-local root the worker also polls the root's own
@@ -195,6 +198,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		HardLinkRoots:  linkRoots,
 		Protected:      sdkSessionRoots(opts),
 		Retention:      opts.Retention,
+		Digest:         opts.Digest,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/subflow-dev/subflow/internal/childruntime"
 	"github.com/subflow-dev/subflow/internal/telemetry"
 	"github.com/subflow-dev/subflow/internal/telemetry/temporalotel"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -91,6 +92,12 @@ Flags:
 		"run the retention cleanup of the session store every `DURATION` on each queue served, as a Temporal Schedule (0: leave the schedule as it is)")
 	fs.DurationVar(&opts.Retention, "retention", 0,
 		"keep what closed runs stored for `DURATION` instead of the namespace's retention (default: the namespace's)")
+	fs.Func("digest", "how much of a child's turn its run's digest and heartbeats show, `LEVEL` full, names (tool names; no inputs, errors or answer) or off (default full)",
+		func(v string) error {
+			level, err := subagent.ParseDigestLevel(v)
+			opts.Digest = level
+			return err
+		})
 	fs.StringVar(&opts.DeploymentName, "deployment-name", "",
 		"join the Worker Deployment `NAME` (default $"+EnvDeploymentName+"; empty: unversioned)")
 	fs.StringVar(&opts.BuildID, "build-id", "",

@@ -28,6 +28,7 @@ const usage = `usage:
   starter run [flags] TASK        (starter run -h lists the flags)
   starter status [--tree] ID [--json]
   starter result ID [--json]
+  starter transcript [--json] [--full] [--session-root STORE] ID | --task N|--label L BATCH_ID
   starter cancel ID
   starter batch [--concurrency N] [--out RESULTS.jsonl] [--detach] FILE.jsonl
   starter batch status|results|pause|resume|cancel|retry ID, starter batch resize ID --concurrency N
@@ -40,14 +41,15 @@ const usage = `usage:
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 var commands = map[string]command{
-	"demo":   runDemo,
-	"dev":    runDev,
-	"run":    runRun,
-	"status": runStatus,
-	"result": runResult,
-	"cancel": runCancel,
-	"batch":  runBatch,
-	"gc":     runGC,
+	"demo":       runDemo,
+	"dev":        runDev,
+	"run":        runRun,
+	"status":     runStatus,
+	"result":     runResult,
+	"transcript": runTranscript,
+	"cancel":     runCancel,
+	"batch":      runBatch,
+	"gc":         runGC,
 
 	"deployment": runDeployment,
 	"version":    runVersion,

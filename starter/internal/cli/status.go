@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"text/tabwriter"
+	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -125,6 +128,50 @@ func printStatus(w io.Writer, id string, st workflows.Status) {
 		if p.Tail != "" {
 			fmt.Fprintf(w, "tail\n%s\n", p.Tail)
 		}
+	}
+	if d := st.Digest; d != nil {
+		printDigest(w, d)
+	}
+}
+
+// printDigest prints what the child did (docs/digest.md): the totals, then a row per tool
+// call or tool-less step, as the run's Current Details show them in the Web UI.
+func printDigest(w io.Writer, d *subagent.Digest) {
+	fmt.Fprintf(w, "steps     %d, %d tool calls (%d failed), %d input / %d output tokens\n",
+		d.TotalSteps, d.ToolCalls, d.ToolErrors, d.InputTokens, d.OutputTokens)
+	if d.EndMessage != "" {
+		fmt.Fprintf(w, "ended     %s\n", d.EndMessage)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tTOKENS IN/OUT\tMODEL\tTOOL\tINPUT\tRESULT\tTIME")
+	for i, s := range d.Steps {
+		if d.OmittedSteps > 0 && i > 0 && d.Steps[i-1].Step < s.Step-1 {
+			fmt.Fprintf(tw, "…\t\t\t(%d steps omitted)\t\t\t\n", d.OmittedSteps)
+		}
+		step := fmt.Sprintf("%d\t%d/%d\t%s", s.Step, s.InputTokens, s.OutputTokens, time.Duration(s.DurationMs)*time.Millisecond)
+		if len(s.Tools) == 0 {
+			fmt.Fprintf(tw, "%s\t\t\t\t\n", step)
+		}
+		for j, t := range s.Tools {
+			if j > 0 {
+				step = "\t\t"
+			}
+			result := t.Result
+			if t.Error != "" {
+				result += ": " + t.Error
+			}
+			if t.WorkflowID != "" {
+				result += " (run " + t.WorkflowID + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", step, t.Name, t.Input, result, time.Duration(t.DurationMs)*time.Millisecond)
+		}
+		if s.OmittedTools > 0 {
+			fmt.Fprintf(tw, "\t\t\t(%d more tool calls)\t\t\t\n", s.OmittedTools)
+		}
+	}
+	tw.Flush()
+	if d.Answer != "" {
+		fmt.Fprintf(w, "answer    %s\n", d.Answer)
 	}
 }
 

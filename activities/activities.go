@@ -202,6 +202,8 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityLoadBatchPage:    a.LoadBatchPage,
 		workflows.ActivityRemoveBatchPages: a.RemoveBatchPages,
 		workflows.ActivityAwaitChild:       a.AwaitChild,
+		// The long-lived workflows'.
+		workflows.ActivityCheckTargetBuild: a.CheckTargetBuild,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

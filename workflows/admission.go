@@ -76,6 +76,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	granted := in.Granted
 	var queue []string
 	draining := false
+	var build buildMove
 	// rateWait is how long until one more grant fits the requests-per-minute cap; 0 when it
 	// fits now (always, without a cap).
 	rateWait := func() time.Duration {
@@ -152,10 +153,10 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	for {
 		// Wake up now and then to expire permits (releases and acquires need no loop), and
 		// on the first workflow task that says a new build is current.
-		_, _ = workflow.AwaitWithTimeout(ctx, ttl/4, func() bool { return upgradeDue(ctx) })
+		_, _ = workflow.AwaitWithTimeout(ctx, ttl/4, func() bool { return build.pending(ctx) })
 		expire()
 		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() > admissionMaxEvents || info.GetContinueAsNewSuggested() || upgradeDue(ctx) {
+		if info.GetCurrentHistoryLength() > admissionMaxEvents || info.GetContinueAsNewSuggested() || build.move(ctx) {
 			draining = true
 			// The waiting acquires are served by the releases still coming in.
 			_ = workflow.Await(ctx, func() bool { return len(queue) == 0 && workflow.AllHandlersFinished(ctx) })
@@ -166,7 +167,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 			next := in
 			next.Permits = maps.Clone(permits)
 			next.Granted = slices.Clone(granted)
-			return continueAsNew(ctx, AdmissionWorkflowName, next)
+			return continueAsNew(ctx, &build, AdmissionWorkflowName, next)
 		}
 	}
 }

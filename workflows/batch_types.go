@@ -52,6 +52,14 @@ type BatchSummary struct {
 	// StartErrors are the batch's tasks that could not start (at most 1,000): they have no
 	// workflow, so `starter batch results` reads them from here.
 	StartErrors []BatchResult `json:"startErrors,omitempty"`
+	// BuildHeld says why the batch stays on its build though the deployment's current
+	// version changed: the new build's workers do not poll its queue (docs/deployment.md,
+	// "Rolling out a new build"). Empty when it does not.
+	BuildHeld string `json:"buildHeld,omitempty"`
+	// Unanswered says why the summary is not the batch's live progress: its run did not
+	// answer the query in time (no worker of its build polls), and the counts are those the
+	// run started with (subflow.BatchSummaryOf). Empty for a live or final summary.
+	Unanswered string `json:"unanswered,omitempty"`
 }
 
 // Completed reports whether every task of the batch ended completed.

@@ -229,7 +229,13 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs), zap.String("deploymentName", opts.DeploymentName),
 		zap.String("buildId", opts.BuildID))
+	warnIfIdle(context.Background(), c, opts)
+	publishing, stopPublishing := context.WithCancel(context.Background())
+	if opts.DeploymentName != "" {
+		go publishWorkflows(publishing, c, opts, registeredNames(opts.Workflows))
+	}
 	cleanup = func() error {
+		stopPublishing()
 		acts.ReleasePermits()
 		return closeStore()
 	}

@@ -134,11 +134,11 @@ func RegisteredWorkflows(ctx context.Context, c tclient.Client, v worker.WorkerD
 }
 
 // TargetReady reports whether the version(s) q routes new runs to can run a new run of
-// workflowType: a worker of each polled the queue lately (QueueVersions.Polled) and, when
-// the version states the workflows it registers, workflowType is among them. The batch,
+// in.WorkflowType (Own when that is in.BuildID itself): a worker of each polled the queue lately (QueueVersions.Polled) and, when
+// the version states the workflows it registers, the type is among them. The batch,
 // admission and cleanup workflows ask it (through an activity) before they continue as new
 // onto a new build.
-func TargetReady(ctx context.Context, c tclient.Client, q QueueVersions, workflowType string) workflows.TargetBuild {
+func TargetReady(ctx context.Context, c tclient.Client, q QueueVersions, in workflows.TargetBuildInput) workflows.TargetBuild {
 	targets := []*worker.WorkerDeploymentVersion{q.Current}
 	if q.RampingPercentage > 0 {
 		targets = append(targets, q.Ramping)
@@ -148,6 +148,11 @@ func TargetReady(ctx context.Context, c tclient.Client, q QueueVersions, workflo
 		names = append(names, VersionName(t))
 	}
 	tb := workflows.TargetBuild{Target: strings.Join(names, " and ramping ")}
+	if len(targets) == 1 && q.Current != nil && q.Current.BuildID == in.BuildID {
+		tb.Own = true
+		return tb
+	}
+	workflowType := in.WorkflowType
 	for _, t := range targets {
 		if !q.Polled(t) {
 			polling := strings.Join(q.PollingVersions(), ", ")

@@ -16,5 +16,5 @@ func (a *Activities) CheckTargetBuild(ctx context.Context, in workflows.TargetBu
 	if err != nil {
 		return workflows.TargetBuild{}, err
 	}
-	return subflow.TargetReady(ctx, c, q, in.WorkflowType), nil
+	return subflow.TargetReady(ctx, c, q, in), nil
 }

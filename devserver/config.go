@@ -237,5 +237,11 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// in the tests, while it happens.
 		dynamicconfig.VersionDrainageStatusRefreshInterval.Key():       2 * time.Second,
 		dynamicconfig.VersionDrainageStatusVisibilityGracePeriod.Key(): 2 * time.Second,
+
+		// A worker that stops gracefully leaves the task queue's pollers at once (default:
+		// it stays listed until its last poll is minutes old), so `starter deployment
+		// set-current` and a batch about to move to a new build see that its build has no
+		// worker any more (subflow.ReadQueueVersions).
+		dynamicconfig.EnableCancelWorkerPollsOnShutdown.Key(): true,
 	}
 }

@@ -50,6 +50,9 @@ type AdmissionInput struct {
 	// Granted are the grant times of the last minute, oldest first, when RequestsPerMinute
 	// is set; carried when continuing as new.
 	Granted []time.Time `json:"granted,omitempty"`
+	// BuildHeld is why the chain stays on its build though the deployment's current version
+	// is another (its workers do not poll); carried when continuing as new.
+	BuildHeld string `json:"buildHeld,omitempty"`
 }
 
 // ModelAdmission keeps the number of concurrent model requests to one provider under Limit
@@ -76,7 +79,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	granted := in.Granted
 	var queue []string
 	draining := false
-	var build buildMove
+	build := buildMove{Held: in.BuildHeld}
 	// rateWait is how long until one more grant fits the requests-per-minute cap; 0 when it
 	// fits now (always, without a cap).
 	rateWait := func() time.Duration {
@@ -167,6 +170,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 			next := in
 			next.Permits = maps.Clone(permits)
 			next.Granted = slices.Clone(granted)
+			next.BuildHeld = build.Held
 			return continueAsNew(ctx, &build, AdmissionWorkflowName, next)
 		}
 	}

@@ -60,6 +60,9 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 	if err := b.registerHandlers(ctx); err != nil {
 		return BatchSummary{}, err
 	}
+	if b.build.Held != "" {
+		workflow.SetCurrentDetails(ctx, b.build.Details()) // until this run's own check
+	}
 	// Awaiting children and aborting them go on after a cancel.
 	bg, _ := workflow.NewDisconnectedContext(ctx)
 	for _, rt := range b.inherited {
@@ -153,6 +156,7 @@ func newBatch(ctx workflow.Context, in BatchInput) *batch {
 		b.cursor, b.pages, b.stored = st.Next, st.Pages, st.Stored
 		b.inherited = st.Running
 		b.paused, b.sum = st.Paused, st.Summary
+		b.build.Held = st.Summary.BuildHeld
 		if st.Concurrency > 0 {
 			b.concurrency = st.Concurrency
 		}
@@ -462,6 +466,7 @@ func (b *batch) next() BatchInput {
 		Concurrency: b.concurrency,
 		Summary:     b.sum,
 	}
+	next.State.Summary.BuildHeld = b.build.Held
 	return next
 }
 

@@ -17,6 +17,8 @@ const ActivityCheckTargetBuild = "CheckTargetBuild"
 type TargetBuildInput struct {
 	TaskQueue    string `json:"taskQueue"`
 	WorkflowType string `json:"workflowType"`
+	// BuildID is the asking run's build.
+	BuildID string `json:"buildId"`
 }
 
 // TargetBuild is the answer to a TargetBuildInput.
@@ -29,6 +31,9 @@ type TargetBuild struct {
 	Ready bool `json:"ready"`
 	// Reason says why Target is not ready.
 	Reason string `json:"reason,omitempty"`
+	// Own is true when Target is the asking run's build (with no ramp): there is nothing
+	// to move to.
+	Own bool `json:"own,omitempty"`
 }
 
 // buildRecheck is how long a run that found the target build not ready waits (for the next
@@ -39,22 +44,25 @@ const buildRecheck = 10 * time.Minute
 // run moves only at continue-as-new, and only when the target build's workers poll its queue
 // (and register its type, when they say): moving to a build without workers would stall the
 // next run until some came, and a run that continued as new again and again to chase one
-// would loop. So a run that finds the target not ready stays on its build, says so
-// (Held, the Current Details line), and asks again after buildRecheck, and at its next
-// continue-as-new: it moves at most once per change of the target version.
+// would loop. So a run that finds the target not ready stays on its build, says so (Held,
+// the Current Details line), and asks again after buildRecheck. The server tells a pinned
+// run that the target changed (upgradeDue) until a run declines the move by continuing as
+// new on its build; so the chain carries Held to its next run, which keeps asking while it
+// is set, and moves (ContinueAsNewVersioningBehaviorAutoUpgrade) once the target is ready:
+// at most once per change of the target version.
 type buildMove struct {
 	checked time.Time // workflow time of the last check in this run, zero before any
 	ready   bool
-	// Held is why the run stays on its build though the target version changed; "" when it
-	// does not.
+	// Held is why the run stays on its build though the target version is another; ""
+	// when it does not. The run hands it to its next run.
 	Held string
 }
 
 // pending reports, without blocking, whether the run should stop what it awaits to check
-// the target (check) or to move: the target changed, and it is ready or was not checked
-// lately. For the conditions of workflow.Await.
+// the target (check) or to move: the target changed (or an earlier run of the chain was
+// held), and it is ready or was not checked lately. For the conditions of workflow.Await.
 func (m *buildMove) pending(ctx workflow.Context) bool {
-	if !upgradeDue(ctx) {
+	if !upgradeDue(ctx) && m.Held == "" {
 		return false
 	}
 	return m.ready || m.checked.IsZero() || workflow.Now(ctx).Sub(m.checked) >= buildRecheck
@@ -82,16 +90,19 @@ func (m *buildMove) check(ctx workflow.Context) {
 		Summary:             "check the workers of the deployment's new target build",
 	})
 	var tb TargetBuild
-	err := workflow.ExecuteActivity(actx, ActivityCheckTargetBuild,
-		TargetBuildInput{TaskQueue: info.TaskQueueName, WorkflowType: info.WorkflowType.Name}).Get(ctx, &tb)
+	err := workflow.ExecuteActivity(actx, ActivityCheckTargetBuild, TargetBuildInput{
+		TaskQueue: info.TaskQueueName, WorkflowType: info.WorkflowType.Name, BuildID: info.GetCurrentBuildID(),
+	}).Get(ctx, &tb)
 	m.checked = workflow.Now(ctx)
 	switch {
+	case err == nil && tb.Own:
+		m.ready, m.Held = false, "" // the target is this build again (a rollback)
 	case err != nil:
 		m.ready, m.Held = false, fmt.Sprintf("stays on build %s: the check of the new target build failed: %v", info.GetCurrentBuildID(), err)
 	case tb.Ready:
-		m.ready, m.Held = true, ""
+		m.ready = true
 	default:
-		m.ready, m.Held = false, fmt.Sprintf("stays on build %s: the current version %s %s (checked %s; checked again in %v)",
+		m.ready, m.Held = false, fmt.Sprintf("stays on build %s: the current version %s %s (checked %s, again every %v)",
 			info.GetCurrentBuildID(), tb.Target, tb.Reason, m.checked.UTC().Format(time.RFC3339), buildRecheck)
 	}
 	workflow.GetLogger(ctx).Info("target build checked", "target", tb.Target, "ready", m.ready, "held", m.Held)

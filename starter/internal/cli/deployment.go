@@ -220,6 +220,9 @@ func unpolledVersion(ctx context.Context, c client.Client, deployment, buildID s
 			return "", nil
 		}
 	}
+	if len(queues) == 0 {
+		return fmt.Sprintf("no worker of %s has polled a workflow task queue yet", subflow.VersionName(&v)), nil
+	}
 	return fmt.Sprintf("no worker of %s has polled its task queues (%s) in the last %v",
 		subflow.VersionName(&v), strings.Join(queues, ", "), subflow.PollerRecent), nil
 }

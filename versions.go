@@ -178,3 +178,23 @@ func TargetReady(ctx context.Context, c tclient.Client, q QueueVersions, in work
 	tb.Ready = true
 	return tb
 }
+
+// SetCurrentWhenPolled makes version deployment:buildID current as soon as the server knows
+// it: a version exists once one of its workers has polled, a moment after the worker
+// starts. It gives up after 30 s.
+func SetCurrentWhenPolled(ctx context.Context, c tclient.Client, deployment, buildID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h := c.WorkerDeploymentClient().GetHandle(deployment)
+	for {
+		_, err := h.SetCurrentVersion(ctx, tclient.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("make %s:%s the current version: %w", deployment, buildID, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -162,7 +162,8 @@ func TestBatchStatusWithoutWorkers(t *testing.T) {
 // TestWorkerSaysItGetsNoRuns starts workers that the task queue's routing gives no runs:
 // an unversioned worker on a queue with a current version, and a build that is neither
 // current nor ramping nor draining; each warns at start naming the queue and the current
-// version. A worker of the current build does not.
+// version. A worker of the current build does not, nor one that makes its build current
+// (--make-current), which it does.
 func TestWorkerSaysItGetsNoRuns(t *testing.T) {
 	deployment := "idle-" + uuid.NewString()[:8]
 	queue := "idle-" + uuid.NewString()
@@ -194,4 +195,21 @@ func TestWorkerSaysItGetsNoRuns(t *testing.T) {
 	assert.Contains(t, idle, "starter deployment set-current "+deployment+" c")
 	assert.Contains(t, idle, current)
 	assert.Empty(t, warnings(deployment, "a"), "the current build serves runs")
+
+	// A worker told to make its build current (compose's one build at a time) does so once
+	// it polls, without a warning.
+	core, logs := observer.New(zapcore.WarnLevel)
+	w, cleanup, err := app.New(env.c, app.Options{
+		TaskQueue: queue, SessionRoot: env.sessionRoot, Logger: zap.New(core),
+		DeploymentName: deployment, BuildID: "d", MakeCurrent: true,
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	defer func() { w.Stop(); _ = cleanup() }()
+	h := env.c.WorkerDeploymentClient().GetHandle(deployment)
+	require.Eventually(t, func() bool {
+		d, err := h.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
+		return err == nil && d.Info.RoutingConfig.CurrentVersion != nil && d.Info.RoutingConfig.CurrentVersion.BuildID == "d"
+	}, waitLimit, 50*time.Millisecond, "build d made itself current")
+	assert.Empty(t, logs.All())
 }

@@ -125,6 +125,11 @@ type Options struct {
 	// BuildID identifies this build within the deployment; "" means $SUBFLOW_BUILD_ID, else
 	// the binary's own (BuildInfo.BuildID). Only read with a DeploymentName.
 	BuildID string
+	// MakeCurrent makes the worker's version the deployment's current one once it polls
+	// (after Start), for a deployment that runs one build at a time (docker-compose.yml):
+	// each build takes over as it starts. A rolling upgrade leaves it off and makes a build
+	// current with `starter deployment set-current` (docs/deployment.md).
+	MakeCurrent bool
 	// Workflows registers the workflows on each queue's worker; nil means workflows.Register.
 	// Tests register another build's workflows under the same names with it.
 	Workflows func(worker.WorkflowRegistry)
@@ -229,10 +234,14 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs), zap.String("deploymentName", opts.DeploymentName),
 		zap.String("buildId", opts.BuildID))
-	warnIfIdle(context.Background(), c, opts)
 	publishing, stopPublishing := context.WithCancel(context.Background())
 	if opts.DeploymentName != "" {
 		go publishWorkflows(publishing, c, opts, registeredNames(opts.Workflows))
+	}
+	if opts.MakeCurrent && opts.DeploymentName != "" {
+		go makeCurrent(publishing, c, opts)
+	} else {
+		warnIfIdle(context.Background(), c, opts)
 	}
 	cleanup = func() error {
 		stopPublishing()

@@ -91,3 +91,13 @@ func publishWorkflows(ctx context.Context, c client.Client, opts Options, names 
 		}
 	}
 }
+
+// makeCurrent makes the worker's version current once it polls (Options.MakeCurrent).
+func makeCurrent(ctx context.Context, c client.Client, opts Options) {
+	v := worker.WorkerDeploymentVersion{DeploymentName: opts.DeploymentName, BuildID: opts.BuildID}
+	if err := subflow.SetCurrentWhenPolled(ctx, c, v.DeploymentName, v.BuildID); err != nil {
+		opts.Logger.Warn("could not make this build current: it receives no new runs until it is", zap.Error(err))
+		return
+	}
+	opts.Logger.Info("this build is the deployment's current version", zap.String("version", subflow.VersionName(&v)))
+}

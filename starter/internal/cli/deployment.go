@@ -172,25 +172,6 @@ func waitDrained(ctx context.Context, h client.WorkerDeploymentHandle, buildID s
 	}
 }
 
-// setCurrentWhenPolled makes the version current as soon as the server knows it: a version
-// exists once one of its workers has polled, a moment after the worker starts.
-func setCurrentWhenPolled(ctx context.Context, c client.Client, deployment, buildID string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	h := c.WorkerDeploymentClient().GetHandle(deployment)
-	for {
-		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("starter: make %s:%s the current version: %w", deployment, buildID, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // unpolledVersion says why version deployment:buildID has no worker to run a workflow task,
 // "" when a worker of it polled one of its workflow task queues lately
 // (subflow.PollerRecent). A version the server does not know (none of its workers ever

@@ -138,10 +138,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		require.NoError(t, err)
 		for _, info := range resp.GetExecutions() {
 			children++
-			if info.GetVersioningInfo().GetDeploymentVersion().GetBuildId() == next {
-				onNew++
-			}
-			drives := 0
+			drives, build := 0, ""
 			iter := env.c.GetWorkflowHistory(ctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 			for iter.HasNext() {
 				ev, err := iter.Next()
@@ -152,6 +149,12 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityDrive {
 					drives++
 				}
+				if done := ev.GetWorkflowTaskCompletedEventAttributes(); done != nil && build == "" {
+					build = done.GetDeploymentVersion().GetBuildId()
+				}
+			}
+			if build == next {
+				onNew++
 			}
 			assert.Equal(t, 1, drives, "child %s: one drive", info.GetExecution().GetWorkflowId())
 		}
@@ -160,5 +163,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n, children)
+	assert.Positive(t, onNew, "tasks started after the switch ran on the new build")
+	assert.Less(t, onNew, n, "tasks started before it ran on the old build")
 	t.Logf("rolling upgrade: %d of %d tasks ran on the new build %s, the batch used %d runs", onNew, n, next, sum.Runs)
 }

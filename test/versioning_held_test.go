@@ -15,6 +15,7 @@ import (
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -212,4 +213,64 @@ func TestWorkerSaysItGetsNoRuns(t *testing.T) {
 		return err == nil && d.Info.RoutingConfig.CurrentVersion != nil && d.Info.RoutingConfig.CurrentVersion.BuildID == "d"
 	}, waitLimit, 50*time.Millisecond, "build d made itself current")
 	assert.Empty(t, logs.All())
+}
+
+// onlyStartSubagent registers StartSubagent alone: a build that cannot run a batch.
+func onlyStartSubagent(r worker.WorkflowRegistry) {
+	workflows.Register(onlyStart{r})
+}
+
+type onlyStart struct{ worker.WorkflowRegistry }
+
+func (o onlyStart) RegisterWorkflowWithOptions(w any, opts workflow.RegisterOptions) {
+	if opts.Name == workflows.WorkflowName {
+		o.WorkflowRegistry.RegisterWorkflowWithOptions(w, opts)
+	}
+}
+
+// TestBatchHeldOffABuildWithoutIt makes current a build whose workers poll the batch's queue
+// but do not register the batch workflow (they say so in their version's metadata): the
+// batch stays on its build, saying why, and completes there.
+func TestBatchHeldOffABuildWithoutIt(t *testing.T) {
+	deployment := "noreg-" + uuid.NewString()[:8]
+	queue := "noreg-" + uuid.NewString()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitLimit)
+	defer cancel()
+	deployedWorker(t, deployment, "a", queue, nil)
+	setCurrent(t, deployment, "a")
+	deployedWorker(t, deployment, "b", queue, onlyStartSubagent)
+	v := worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: "b"}
+	require.Eventually(t, func() bool {
+		types, ok, err := subflow.RegisteredWorkflows(ctx, env.c, v)
+		return err == nil && ok && slices.Equal(types, []string{workflows.WorkflowName})
+	}, waitLimit, 50*time.Millisecond, "build b states the workflows it registers")
+
+	const n, threshold = 6, 2
+	slow := script(t, dir, `{"delayMs": 700, "text": "done"}`)
+	var tasks []workflows.Task
+	for i := range n {
+		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("task %d", i)))
+	}
+	batchID := "noreg-batch-" + uuid.NewString()
+	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: queue}, workflows.BatchWorkflowName,
+		workflows.BatchInput{BatchID: batchID, Tasks: tasks, Total: n, Concurrency: 2, ContinueAsNewAfter: threshold})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		sum, err := subflow.BatchSummaryOf(ctx, env.c, batchID)
+		return err == nil && sum.Running > 0
+	}, waitLimit, 50*time.Millisecond, "the batch runs on build a")
+	setCurrent(t, deployment, "b")
+
+	var held workflows.BatchSummary
+	require.Eventually(t, func() bool {
+		held, err = subflow.BatchSummaryOf(ctx, env.c, batchID)
+		return err == nil && (held.BuildHeld != "" || held.Done == n)
+	}, waitLimit, 20*time.Millisecond, "the batch says it stays on its build")
+	assert.Contains(t, held.BuildHeld, "stays on build a: the current version "+deployment+":b does not register workflow type "+workflows.BatchWorkflowName)
+	var sum workflows.BatchSummary
+	require.NoError(t, run.Get(ctx, &sum), "the batch completes on build a")
+	assert.Equal(t, n, sum.ByStopReason[subagent.StopCompleted], "%+v", sum)
+	assert.Equal(t, []string{"a"}, slices.Compact(buildChain(t, batchID)))
+	assert.LessOrEqual(t, sum.Runs, (n+threshold-1)/threshold, "no run more than the threshold makes: %+v", sum)
 }

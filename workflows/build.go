@@ -71,8 +71,8 @@ func (m *buildMove) pending(ctx workflow.Context) bool {
 // move reports whether the run should continue as new now to move to the target build,
 // checking the target first when pending says so. It blocks for the check.
 func (m *buildMove) move(ctx workflow.Context) bool {
-	if !m.pending(ctx) {
-		return false
+	if ctx.Err() != nil || !m.pending(ctx) {
+		return false // a cancelled run moves nowhere
 	}
 	if !m.ready {
 		m.check(ctx)

@@ -1,6 +1,7 @@
 package subflow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +28,8 @@ import (
 // batchResultFetchers is how many results StreamBatchResults reads ahead.
 const batchResultFetchers = 16
 
-// BatchSummaryOf is a batch's summary: its result when it ended, else its progress.
+// BatchSummaryOf is a batch's summary: its result when it ended, else its progress
+// (RunningBatchSummary), at once whatever the batch's state.
 func BatchSummaryOf(ctx context.Context, c tclient.Client, id string) (workflows.BatchSummary, error) {
 	var sum workflows.BatchSummary
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
@@ -35,14 +37,82 @@ func BatchSummaryOf(ctx context.Context, c tclient.Client, id string) (workflows
 		return sum, err
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
-		if err != nil {
-			return sum, err
-		}
-		return sum, v.Get(&sum)
+		return RunningBatchSummary(ctx, c, desc)
 	}
 	err = c.GetWorkflow(ctx, id, "").Get(ctx, &sum)
 	return workflows.BatchOutcome(sum, err)
+}
+
+// BatchQueryTimeout bounds how long RunningBatchSummary waits for a batch's answer to its
+// progress query. A query is answered by a worker of the build the batch's run is on: while
+// none polls (its workers are stopped, or the run was moved to a build without workers), it
+// would wait until one came.
+const BatchQueryTimeout = 3 * time.Second
+
+// RunningBatchSummary is the progress of the running batch desc describes: the answer to its
+// progress query, or, when the run does not answer within BatchQueryTimeout, the counts it
+// started with (its input), with Unanswered saying why and what its workflow task waits for.
+func RunningBatchSummary(ctx context.Context, c tclient.Client, desc *workflowservice.DescribeWorkflowExecutionResponse) (workflows.BatchSummary, error) {
+	var sum workflows.BatchSummary
+	exec := desc.GetWorkflowExecutionInfo().GetExecution()
+	qctx, cancel := context.WithTimeout(ctx, BatchQueryTimeout)
+	v, qerr := c.QueryWorkflow(qctx, exec.GetWorkflowId(), exec.GetRunId(), workflows.QueryProgress)
+	cancel()
+	if qerr == nil {
+		return sum, v.Get(&sum)
+	}
+	if ctx.Err() != nil {
+		return sum, qerr
+	}
+	var in workflows.BatchInput
+	first, err := c.GetWorkflowHistory(ctx, exec.GetWorkflowId(), exec.GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT).Next()
+	if err != nil {
+		return sum, fmt.Errorf("batch %s did not answer its progress query (%v) and its input cannot be read: %w", exec.GetWorkflowId(), qerr, err)
+	}
+	started := first.GetWorkflowExecutionStartedEventAttributes()
+	if started == nil {
+		return sum, fmt.Errorf("batch %s did not answer its progress query (%v) and its history has no start", exec.GetWorkflowId(), qerr)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in); err != nil {
+		return sum, fmt.Errorf("batch %s did not answer its progress query (%v) and its input does not decode: %w", exec.GetWorkflowId(), qerr, err)
+	}
+	sum = startedSummary(in)
+	waits := "no workflow task waits"
+	if pt := desc.GetPendingWorkflowTask(); pt != nil {
+		waits = "its workflow task has waited since " + pt.GetScheduledTime().AsTime().UTC().Format(time.RFC3339)
+	}
+	build := "its build"
+	if vi := desc.GetWorkflowExecutionInfo().GetVersioningInfo(); vi.GetDeploymentVersion() != nil {
+		build = "build " + vi.GetDeploymentVersion().GetDeploymentName() + ":" + vi.GetDeploymentVersion().GetBuildId()
+		if vi.GetBehavior() == enumspb.VERSIONING_BEHAVIOR_PINNED {
+			build += " (pinned)"
+		}
+	}
+	sum.Unanswered = fmt.Sprintf("the batch's run %s did not answer in %v (%v): %s for a worker of %s; the counts are those of the run's start at %s",
+		exec.GetRunId(), BatchQueryTimeout, qerr, waits, build, first.GetEventTime().AsTime().UTC().Format(time.RFC3339))
+	return sum, nil
+}
+
+// startedSummary is the summary a batch run started with, from its input, as the run
+// itself counts it (workflows.Batch).
+func startedSummary(in workflows.BatchInput) workflows.BatchSummary {
+	var sum workflows.BatchSummary
+	running := 0
+	if st := in.State; st != nil {
+		sum = st.Summary
+		running = len(st.Running)
+		sum.Paused, sum.Concurrency = st.Paused, st.Concurrency
+	} else {
+		sum.Total = max(in.Total, len(in.Tasks))
+	}
+	sum.BatchID = cmp.Or(in.BatchID, sum.BatchID)
+	if sum.Concurrency == 0 {
+		sum.Concurrency = cmp.Or(in.Concurrency, workflows.DefaultBatchConcurrency)
+	}
+	sum.Runs++
+	sum.Running = running
+	sum.Queued = max(sum.Total-sum.Done-sum.Running, 0)
+	return sum
 }
 
 // listedChild is a child of a batch as visibility lists it, or as its derived workflow id

@@ -51,4 +51,8 @@ if ! grep -q -- '-metrics-addr' "$tmp/usage"; then
   echo "compose: the built worker did not print its usage" >&2
   exit 1
 fi
-echo "compose: ok ($(du -h "$bin" | cut -f1) worker binary)"
+if ! grep -qx 'sha-[0-9a-f]\{12\}' "$tmp/out/build-id"; then
+  echo "compose: the worker image's build id is not sha-<12 hex digits>: $(cat "$tmp/out/build-id" 2>&1)" >&2
+  exit 1
+fi
+echo "compose: ok ($(du -h "$bin" | cut -f1) worker binary, build id $(cat "$tmp/out/build-id"))"

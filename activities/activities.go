@@ -219,6 +219,8 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		workflows.ActivityRemoveBatchPages:  a.RemoveBatchPages,
 		workflows.ActivityAwaitChild:        a.AwaitChild,
 		workflows.ActivityRetainTaskParents: a.RetainTaskParents,
+		// The long-lived workflows'.
+		workflows.ActivityCheckTargetBuild: a.CheckTargetBuild,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -12,7 +12,9 @@
 //     SaveBatchPage, LoadBatchPage and RemoveBatchPages a batch's pages, as blobs in the
 //     session store (package harness/session/blob);
 //   - AwaitChild waits for a batch child started by an earlier run of its batch;
-//   - CleanupCutoff and CleanupPage remove what runs Temporal no longer keeps stored.
+//   - CleanupCutoff and CleanupPage remove what runs Temporal no longer keeps stored;
+//   - CheckTargetBuild tells a long-lived workflow whether the deployment's new target build
+//     can run it (subflow.TargetReady) before it continues as new onto that build.
 //
 // The model requests of in-process drives and sdk children go through the cluster-wide
 // admission of package internal/admission when the worker limits a provider.

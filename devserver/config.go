@@ -244,5 +244,10 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// ahead of batch tasks) is on by default; fairness is off by default, and needs the
 		// fairness task tables, which this server's SQLite schema has (docs/deployment.md).
 		dynamicconfig.MatchingEnableFairness.Key(): true,
+		// A worker that stops gracefully leaves the task queue's pollers at once (default:
+		// it stays listed until its last poll is minutes old), so `starter deployment
+		// set-current` and a batch about to move to a new build see that its build has no
+		// worker any more (subflow.ReadQueueVersions).
+		dynamicconfig.EnableCancelWorkerPollsOnShutdown.Key(): true,
 	}
 }

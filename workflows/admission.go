@@ -50,6 +50,9 @@ type AdmissionInput struct {
 	// Granted are the grant times of the last minute, oldest first, when RequestsPerMinute
 	// is set; carried when continuing as new.
 	Granted []time.Time `json:"granted,omitempty"`
+	// BuildHeld is why the chain stays on its build though the deployment's current version
+	// is another (its workers do not poll); carried when continuing as new.
+	BuildHeld string `json:"buildHeld,omitempty"`
 }
 
 // ModelAdmission keeps the number of concurrent model requests to one provider under Limit
@@ -76,6 +79,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	granted := in.Granted
 	var queue []string
 	draining := false
+	build := buildMove{Held: in.BuildHeld}
 	// rateWait is how long until one more grant fits the requests-per-minute cap; 0 when it
 	// fits now (always, without a cap).
 	rateWait := func() time.Duration {
@@ -152,10 +156,10 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 	for {
 		// Wake up now and then to expire permits (releases and acquires need no loop), and
 		// on the first workflow task that says a new build is current.
-		_, _ = workflow.AwaitWithTimeout(ctx, ttl/4, func() bool { return upgradeDue(ctx) })
+		_, _ = workflow.AwaitWithTimeout(ctx, ttl/4, func() bool { return build.pending(ctx) })
 		expire()
 		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() > admissionMaxEvents || info.GetContinueAsNewSuggested() || upgradeDue(ctx) {
+		if info.GetCurrentHistoryLength() > admissionMaxEvents || info.GetContinueAsNewSuggested() || build.move(ctx) {
 			draining = true
 			// The waiting acquires are served by the releases still coming in.
 			_ = workflow.Await(ctx, func() bool { return len(queue) == 0 && workflow.AllHandlersFinished(ctx) })
@@ -166,7 +170,8 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 			next := in
 			next.Permits = maps.Clone(permits)
 			next.Granted = slices.Clone(granted)
-			return continueAsNew(ctx, AdmissionWorkflowName, next)
+			next.BuildHeld = build.Held
+			return continueAsNew(ctx, &build, AdmissionWorkflowName, next)
 		}
 	}
 }

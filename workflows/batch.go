@@ -73,10 +73,13 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 
 	b.show(ctx)
 	b.startTasks(ctx)
-	if b.exhausted && !b.cancelled {
+	for b.exhausted && !b.cancelled && b.running > 0 && ctx.Err() == nil {
 		// Every task has started: wait for the last children, or for a new build to hand
 		// them to.
-		_ = workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled || upgradeDue(ctx) })
+		_ = workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled || b.build.pending(ctx) })
+		if b.build.move(ctx) {
+			break
+		}
 	}
 
 	if !b.cancelled && ctx.Err() == nil && (!b.exhausted || b.running > 0) {
@@ -84,7 +87,7 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 		// done; the running children go on and the next run awaits them.
 		_ = workflow.Await(bg, func() bool { return b.starting == 0 && !b.saving && workflow.AllHandlersFinished(bg) })
 		if ctx.Err() == nil && !b.cancelled {
-			return b.progress(), continueAsNew(ctx, BatchWorkflowName, b.next())
+			return b.progress(), continueAsNew(ctx, &b.build, BatchWorkflowName, b.next())
 		}
 	}
 	if err := workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled }); err != nil || b.cancelled {
@@ -130,7 +133,8 @@ type batch struct {
 	children  map[int]*batchChild
 	inherited []RunningTask
 
-	sum BatchSummary
+	sum   BatchSummary
+	build buildMove
 }
 
 type batchChild struct {
@@ -155,6 +159,7 @@ func newBatch(ctx workflow.Context, in BatchInput) *batch {
 		b.cursor, b.pages, b.stored = st.Next, st.Pages, st.Stored
 		b.inherited = st.Running
 		b.paused, b.sum = st.Paused, st.Summary
+		b.build.Held = st.Summary.BuildHeld
 		if st.Concurrency > 0 {
 			b.concurrency = st.Concurrency
 		}
@@ -162,6 +167,7 @@ func newBatch(ctx workflow.Context, in BatchInput) *batch {
 		b.stored = len(in.Tasks)
 		b.sum.Total = max(in.Total, len(in.Tasks))
 	}
+	b.build.show = func(ctx workflow.Context) { b.show(ctx) } // the page carries the build line
 	b.sum.BatchID = b.id
 	b.sum.Priority = priorityOf(ctx) // read by each run: continue-as-new keeps the priority
 	if b.sum.Started.IsZero() {
@@ -292,15 +298,18 @@ func (b *batch) startTasks(ctx workflow.Context) {
 			b.exhausted = true
 			return
 		}
-		if b.startedNow >= b.threshold || b.historyFull(ctx) || upgradeDue(ctx) {
+		if b.startedNow >= b.threshold || b.historyFull(ctx) || b.build.move(ctx) {
 			return
 		}
 		err := workflow.Await(ctx, func() bool {
-			return b.cancelled || upgradeDue(ctx) ||
+			return b.cancelled || b.build.pending(ctx) ||
 				(!b.paused && b.running < b.concurrency && (len(b.page) > 0 || b.stored > b.cursor))
 		})
-		if err != nil || b.cancelled || upgradeDue(ctx) {
+		if err != nil || b.cancelled {
 			return
+		}
+		if b.build.pending(ctx) {
+			continue // check the new build, and move to it when it is ready
 		}
 		if len(b.page) == 0 {
 			if err := b.load(ctx); err != nil {
@@ -475,6 +484,7 @@ func (b *batch) progress() BatchSummary {
 	s.Running = b.running
 	s.Queued = max(s.Total-s.Done-s.Running, 0)
 	s.Concurrency, s.Paused, s.Cancelled = b.concurrency, b.paused, b.cancelled
+	s.BuildHeld = b.build.Held
 	s.StartErrors = slices.Clone(b.sum.StartErrors)
 	s.LastFailed = slices.Clone(b.sum.LastFailed)
 	s.ByStopReason = make(map[subagent.StopReason]int, len(b.sum.ByStopReason))
@@ -504,6 +514,7 @@ func (b *batch) next() BatchInput {
 		Concurrency: b.concurrency,
 		Summary:     b.sum,
 	}
+	next.State.Summary.BuildHeld = b.build.Held
 	return next
 }
 

@@ -56,6 +56,9 @@ func BatchPage(s BatchSummary, now time.Time) string {
 		}
 	}
 	fmt.Fprintf(&b, "| %d | %t | %s | %s | %d / %d |\n", s.Concurrency, s.Paused, rate, end, s.InputTokens, s.OutputTokens)
+	if s.BuildHeld != "" {
+		fmt.Fprintf(&b, "\n**Build**: %s\n", s.BuildHeld)
+	}
 	// The page changes only on the batch's workflow tasks: say when this one ran.
 	fmt.Fprintf(&b, "\nAs of %s.\n", now.UTC().Format(time.RFC3339))
 

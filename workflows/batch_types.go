@@ -60,6 +60,14 @@ type BatchSummary struct {
 	// LastFailed are the last five tasks that ended otherwise than completed, newest last:
 	// index, label, workflow id, and the stop reason or the error, for the batch page.
 	LastFailed []BatchResult `json:"lastFailed,omitempty"`
+	// BuildHeld says why the batch stays on its build though the deployment's current
+	// version changed: the new build's workers do not poll its queue (docs/deployment.md,
+	// "Rolling out a new build"). Empty when it does not.
+	BuildHeld string `json:"buildHeld,omitempty"`
+	// Unanswered says why the summary is not the batch's live progress: its run did not
+	// answer the query in time (no worker of its build polls), and the counts are those the
+	// run started with (subflow.BatchSummaryOf). Empty for a live or final summary.
+	Unanswered string `json:"unanswered,omitempty"`
 }
 
 // Completed reports whether every task of the batch ended completed.

@@ -195,5 +195,6 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 		in.Cursor = page.Next
 	}
 	in.Totals = &res
-	return res, continueAsNew(ctx, CleanupWorkflowName, in)
+	var build buildMove
+	return res, continueAsNew(ctx, &build, CleanupWorkflowName, in)
 }

@@ -15,8 +15,8 @@ import (
 // no patch. The batch and admission workflows live for hours or for ever: when the
 // deployment's current version moves past the build a run is pinned to, the run continues as
 // new at its next safe point (upgradeDue), and the next run starts on the new build
-// (continueAsNew). No build ever replays another build's history. On an unversioned worker
-// the behaviors are not used.
+// (continueAsNew) once the new build's workers poll its queue (buildMove). No build ever
+// replays another build's history. On an unversioned worker the behaviors are not used.
 func Register(r worker.WorkflowRegistry) {
 	pinned := workflow.VersioningBehaviorPinned
 	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: pinned})
@@ -35,10 +35,11 @@ func upgradeDue(ctx workflow.Context) bool {
 }
 
 // continueAsNew continues the run as new as workflow name with arg, the next run starting on
-// the deployment's target version (its build then pins it): a long-lived workflow moves to a
-// new build only here, where its state is carried in arg.
-func continueAsNew(ctx workflow.Context, name string, arg any) error {
+// the deployment's target build when m finds it ready (its build then pins it), else on this
+// run's build: a long-lived workflow moves to a new build only here, where its state is
+// carried in arg.
+func continueAsNew(ctx workflow.Context, m *buildMove, name string, arg any) error {
 	return workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
-		InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+		InitialVersioningBehavior: m.behavior(ctx),
 	}, name, arg)
 }

@@ -19,6 +19,10 @@
 # compose's .env gives the rest unless set: TEMPORAL_PORT (the frontend; the other services
 # listen on the ports after it, their membership ports 300 below), TEMPORAL_UI_PORT,
 # SUBFLOW_METRICS_PORT (worker-1; worker-2 the next port), POSTGRES_USER, POSTGRES_PASSWORD.
+#
+# The workers join the Worker Deployment SUBFLOW_DEPLOYMENT_NAME (default subflow) with the
+# build id of the worker binary (SUBFLOW_BUILD_ID, else its module version or VCS revision,
+# else sha-<the first 12 hex digits of its SHA-256>), and up makes that version current.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,7 +47,7 @@ dir=${SUBFLOW_CLUSTER_DIR:-${TMPDIR:-/tmp}/subflow-local-cluster}
 
 # The settings the cluster was brought up with (so later commands reach the same ports),
 # then compose's .env, for each variable the environment does not set.
-settings=(TEMPORAL_PORT TEMPORAL_UI_PORT SUBFLOW_METRICS_PORT SUBFLOW_CLUSTER_PG_PORT POSTGRES_USER POSTGRES_PASSWORD)
+settings=(TEMPORAL_PORT TEMPORAL_UI_PORT SUBFLOW_METRICS_PORT SUBFLOW_CLUSTER_PG_PORT POSTGRES_USER POSTGRES_PASSWORD SUBFLOW_DEPLOYMENT_NAME)
 for file in "$dir/settings.env" "$repo/.env"; do
 	[ -f "$file" ] || continue
 	while IFS='=' read -r key value; do
@@ -58,6 +62,7 @@ run=$dir/run
 logs=$dir/log
 pgdata=$dir/postgres
 address=127.0.0.1:$port
+deployment=${SUBFLOW_DEPLOYMENT_NAME:-subflow}
 store="postgres://$POSTGRES_USER:$POSTGRES_PASSWORD@127.0.0.1:$pg_port/subflow?sslmode=disable"
 
 names=(postgres history-1 history-2 matching frontend internal-worker ui worker-1 worker-2)
@@ -106,6 +111,29 @@ build() {
 }
 
 pidfile() { echo "$run/$1.pid"; }
+
+# build_id prints the Worker Deployment build id of the worker binary (see the top).
+build_id() {
+	local id=${SUBFLOW_BUILD_ID:-}
+	[ -n "$id" ] || id=$("$bin/subflow-worker" version | sed -n 's/^  build id  //p')
+	case "$id" in '' | none*) id=sha-$(sha256sum "$bin/subflow-worker" | cut -c1-12) ;; esac
+	echo "$id"
+}
+
+# make_current makes the build of worker-1 the deployment's current version, once its workers
+# poll (the version exists a moment after their first poll).
+make_current() {
+	local id i out
+	id=$(cat "$run/worker-1.build")
+	for i in $(seq 60); do
+		if out=$(TEMPORAL_ADDRESS=$address TEMPORAL_NAMESPACE=default "$bin/starter" deployment set-current "$deployment" "$id" 2>&1); then
+			log "$out"
+			return 0
+		fi
+		sleep 1
+	done
+	die "could not make $deployment:$id current: $out"
+}
 
 # pid prints the pid of NAME when it runs.
 pid() {
@@ -231,11 +259,15 @@ start_one() {
 	worker-1 | worker-2)
 		local metrics=$SUBFLOW_METRICS_PORT
 		[ "$name" = worker-2 ] && metrics=$((metrics + 1))
-		log "starting subflow $name (metrics on 127.0.0.1:$metrics)"
+		local id
+		id=$(build_id)
+		log "starting subflow $name, build $deployment:$id (metrics on 127.0.0.1:$metrics)"
 		mkdir -p "$run"
 		echo "127.0.0.1:$metrics" >"$run/$name.metrics"
+		echo "$id" >"$run/$name.build"
 		launch "$name" env TEMPORAL_ADDRESS="$address" TEMPORAL_NAMESPACE=default \
-			SUBFLOW_SESSION_STORE="$store" "$bin/subflow-worker" --metrics-addr "127.0.0.1:$metrics"
+			SUBFLOW_SESSION_STORE="$store" SUBFLOW_DEPLOYMENT_NAME="$deployment" SUBFLOW_BUILD_ID="$id" \
+			"$bin/subflow-worker" --metrics-addr "127.0.0.1:$metrics"
 		;;
 	*) die "unknown name $name: one of ${names[*]}" ;;
 	esac
@@ -311,14 +343,14 @@ stop_one() {
 }
 
 print_env() {
-	echo "export TEMPORAL_ADDRESS=$address TEMPORAL_NAMESPACE=default SUBFLOW_SESSION_STORE='$store'"
+	echo "export TEMPORAL_ADDRESS=$address TEMPORAL_NAMESPACE=default SUBFLOW_SESSION_STORE='$store' SUBFLOW_DEPLOYMENT_NAME=$deployment"
 }
 
 up() {
 	needs
 	mkdir -p "$dir" "$logs" "$run"
 	chmod 755 "$dir"
-	SUBFLOW_CLUSTER_PG_PORT=$pg_port
+	SUBFLOW_CLUSTER_PG_PORT=$pg_port SUBFLOW_DEPLOYMENT_NAME=$deployment
 	for key in "${settings[@]}"; do echo "$key=${!key}"; done >"$dir/settings.env"
 	build
 	start_one postgres
@@ -357,6 +389,7 @@ up() {
 	done
 	for n in ui worker-1 worker-2; do start_one "$n"; done
 	for n in ui worker-1 worker-2; do wait_ready "$n"; done
+	make_current
 	log "up: frontend $address, Web UI http://127.0.0.1:$TEMPORAL_UI_PORT, PostgreSQL 127.0.0.1:$pg_port, logs in $logs"
 	print_env
 }

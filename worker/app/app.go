@@ -132,6 +132,11 @@ type Options struct {
 	// model.NewDefaultRegistry() (deepseek-official, openai-compatible, scripted). sdk children
 	// have their own, in their process.
 	Models *model.Registry
+	// MakeCurrent makes the worker's version the deployment's current one once it polls
+	// (after Start), for a deployment that runs one build at a time (docker-compose.yml):
+	// each build takes over as it starts. A rolling upgrade leaves it off and makes a build
+	// current with `starter deployment set-current` (docs/deployment.md).
+	MakeCurrent bool
 	// Workflows registers the workflows on each queue's worker; nil means workflows.Register.
 	// Tests register another build's workflows under the same names with it.
 	Workflows func(worker.WorkflowRegistry)
@@ -247,7 +252,17 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs), zap.String("deploymentName", opts.DeploymentName),
 		zap.String("buildId", opts.BuildID))
+	publishing, stopPublishing := context.WithCancel(context.Background())
+	if opts.DeploymentName != "" {
+		go publishWorkflows(publishing, c, opts, registeredNames(opts.Workflows))
+	}
+	if opts.MakeCurrent && opts.DeploymentName != "" {
+		go makeCurrent(publishing, c, opts)
+	} else {
+		warnIfIdle(context.Background(), c, opts)
+	}
 	cleanup = func() error {
+		stopPublishing()
 		acts.ReleasePermits()
 		return closeStore()
 	}

@@ -102,6 +102,8 @@ Flags:
 		"join the Worker Deployment `NAME` (default $"+EnvDeploymentName+"; empty: unversioned)")
 	fs.StringVar(&opts.BuildID, "build-id", "",
 		"build id of this worker in its deployment (default $"+EnvBuildID+", else the binary's module version or VCS revision)")
+	fs.BoolVar(&opts.MakeCurrent, "make-current", false,
+		"make this build the deployment's current version once it polls, for a deployment of one build at a time (default $"+EnvMakeCurrent+" = true)")
 	fs.Func("workspace-root", "serve runs whose cwd lies under `DIR`: local:DIR for a directory on this host only (its runs come to this worker), DIR or shared:DIR for one mounted on every worker; trust-hardlinks:DIR (or local,trust-hardlinks:DIR) lets the file tools read files with several hard links there (repeatable)",
 		func(v string) error {
 			root, err := subflow.ParseWorkspaceRoot(v)

@@ -26,6 +26,8 @@ const (
 	EnvDeploymentName = "SUBFLOW_DEPLOYMENT_NAME"
 	// EnvBuildID is the default Options.BuildID (worker --build-id).
 	EnvBuildID = "SUBFLOW_BUILD_ID"
+	// EnvMakeCurrent, "true", is the default of Options.MakeCurrent (worker --make-current).
+	EnvMakeCurrent = "SUBFLOW_MAKE_CURRENT"
 )
 
 // DefaultSessionRoot returns $SUBFLOW_SESSION_ROOT when set, else the per-user data
@@ -132,6 +134,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DeploymentName == "" {
 		o.DeploymentName = os.Getenv(EnvDeploymentName)
+	}
+	if !o.MakeCurrent {
+		o.MakeCurrent = os.Getenv(EnvMakeCurrent) == "true"
 	}
 	if o.DeploymentName == "" {
 		return o, nil

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -238,8 +240,10 @@ func registeredNames(register func(worker.WorkflowRegistry)) []string {
 // nameRecorder is a worker.WorkflowRegistry that only notes the names.
 type nameRecorder struct{ names []string }
 
+// RegisterWorkflow notes the name the SDK gives w: its function's.
 func (r *nameRecorder) RegisterWorkflow(w any) {
-	panic(fmt.Sprintf("app: register %T with RegisterWorkflowWithOptions and a name", w))
+	name := runtime.FuncForPC(reflect.ValueOf(w).Pointer()).Name()
+	r.names = append(r.names, strings.TrimSuffix(name[strings.LastIndex(name, ".")+1:], "-fm"))
 }
 
 func (r *nameRecorder) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {

@@ -115,6 +115,13 @@ func runBatchStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 		_ = enc.Encode(sum)
 		return exitCompleted
 	}
+	if sum.BuildHeld != "" {
+		fmt.Fprintf(stderr, "starter batch status: %s %s\n", id, sum.BuildHeld)
+	}
+	if sum.Unanswered != "" {
+		// The watch below shows nothing until the batch answers again.
+		fmt.Fprintf(stderr, "starter batch status: %s\n%s\n", sum.Unanswered, progressLine(id, sum))
+	}
 	return followBatch(ctx, c, c.GetWorkflow(ctx, id, ""), sum.Total, "", stdout, stderr)
 }
 

@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+
+	"github.com/subflow-dev/subflow"
 )
 
 const deploymentUsage = `usage:
   starter deployment describe NAME
-  starter deployment set-current NAME BUILD_ID
+  starter deployment set-current NAME BUILD_ID [--force]
   starter deployment ramp NAME BUILD_ID PERCENT      (PERCENT 0 stops the ramp)
   starter deployment wait-drained NAME BUILD_ID [--timeout 1h]
 `
@@ -30,6 +33,7 @@ func runDeployment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fs := newFlagSet("starter deployment "+args[0], stderr)
 	timeout := fs.Duration("timeout", time.Hour, "wait-drained: give up after this long (exit 1)")
+	force := fs.Bool("force", false, "set-current: make the version current even though no worker of it polls its task queues")
 	positional, code, ok := parseArgs(fs, args[1:])
 	if !ok {
 		return code
@@ -60,6 +64,18 @@ func runDeployment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case "describe":
 		err = describeDeployment(ctx, h, stdout)
 	case "set-current":
+		if !*force {
+			unpolled, cerr := unpolledVersion(ctx, c, positional[0], positional[1])
+			if cerr != nil {
+				fmt.Fprintf(stderr, "starter deployment set-current: %s:%s: %v\n", positional[0], positional[1], cerr)
+				return exitError
+			}
+			if unpolled != "" {
+				fmt.Fprintf(stderr, "starter deployment set-current: warning: %s\n"+
+					"  new runs, and the batches and admissions that move to it, would wait for one; start its workers first, or give --force\n", unpolled)
+				return exitError
+			}
+		}
 		_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: positional[1]})
 		if err == nil {
 			fmt.Fprintf(stdout, "%s:%s is the current version: new runs start on it, batches and admissions move to it at their next continue-as-new\n", positional[0], positional[1])
@@ -88,9 +104,9 @@ func describeDeployment(ctx context.Context, h client.WorkerDeploymentHandle, st
 	info := desc.Info
 	rc := info.RoutingConfig
 	fmt.Fprintf(stdout, "deployment  %s\n", info.Name)
-	fmt.Fprintf(stdout, "current     %s\n", versionName(rc.CurrentVersion))
+	fmt.Fprintf(stdout, "current     %s\n", subflow.VersionName(rc.CurrentVersion))
 	if rc.RampingVersion != nil || rc.RampingVersionPercentage > 0 {
-		fmt.Fprintf(stdout, "ramping     %s at %g%%\n", versionName(rc.RampingVersion), rc.RampingVersionPercentage)
+		fmt.Fprintf(stdout, "ramping     %s at %g%%\n", subflow.VersionName(rc.RampingVersion), rc.RampingVersionPercentage)
 	}
 	fmt.Fprintf(stdout, "\n%-28s %-12s %s\n", "BUILD ID", "STATUS", "CREATED")
 	for _, v := range info.VersionSummaries {
@@ -98,14 +114,6 @@ func describeDeployment(ctx context.Context, h client.WorkerDeploymentHandle, st
 			v.CreateTime.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-// versionName is "NAME:BUILD_ID", or "unversioned workers" for nil.
-func versionName(v *worker.WorkerDeploymentVersion) string {
-	if v == nil {
-		return "unversioned workers"
-	}
-	return v.DeploymentName + ":" + v.BuildID
 }
 
 // versionStatus is what a version does now: current, ramping, draining (pinned runs still
@@ -164,21 +172,38 @@ func waitDrained(ctx context.Context, h client.WorkerDeploymentHandle, buildID s
 	}
 }
 
-// setCurrentWhenPolled makes the version current as soon as the server knows it: a version
-// exists once one of its workers has polled, a moment after the worker starts.
-func setCurrentWhenPolled(ctx context.Context, c client.Client, deployment, buildID string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	h := c.WorkerDeploymentClient().GetHandle(deployment)
-	for {
-		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
-		if err == nil {
-			return nil
+// unpolledVersion says why version deployment:buildID has no worker to run a workflow task,
+// "" when a worker of it polled one of its workflow task queues lately
+// (subflow.PollerRecent). A version the server does not know (none of its workers ever
+// polled) is left to SetCurrentVersion's own error.
+func unpolledVersion(ctx context.Context, c client.Client, deployment, buildID string) (string, error) {
+	v := worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: buildID}
+	desc, err := c.WorkerDeploymentClient().GetHandle(deployment).DescribeVersion(ctx,
+		client.WorkerDeploymentDescribeVersionOptions{BuildID: buildID})
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("describe the version: %w", err)
+	}
+	var queues []string
+	for _, tq := range desc.Info.TaskQueuesInfos {
+		if tq.Type != client.TaskQueueTypeWorkflow {
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("starter: make %s:%s the current version: %w", deployment, buildID, err)
-		case <-time.After(100 * time.Millisecond):
+		queues = append(queues, tq.Name)
+		q, err := subflow.ReadQueueVersions(ctx, c, tq.Name)
+		if err != nil {
+			return "", err
+		}
+		if q.Polled(&v) {
+			return "", nil
 		}
 	}
+	if len(queues) == 0 {
+		return fmt.Sprintf("no worker of %s has polled a workflow task queue yet", subflow.VersionName(&v)), nil
+	}
+	return fmt.Sprintf("no worker of %s has polled its task queues (%s) in the last %v",
+		subflow.VersionName(&v), strings.Join(queues, ", "), subflow.PollerRecent), nil
 }

@@ -10,8 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/subagent"
@@ -51,7 +53,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitError
 	}
 	if desc.GetWorkflowExecutionInfo().GetType().GetName() == workflows.BatchWorkflowName {
-		return batchStatus(ctx, c, id, statusName(desc.GetWorkflowExecutionInfo().GetStatus()), stdout, stderr, *asJSON)
+		return batchStatus(ctx, c, desc, stdout, stderr, *asJSON)
 	}
 	st, err := subflow.Describe(ctx, c, id, "")
 	if err != nil {
@@ -77,11 +79,19 @@ type batchStatusJSON struct {
 }
 
 // batchStatus prints where the batch id stands: its workflow status and its progress.
-func batchStatus(ctx context.Context, c client.Client, id, status string, stdout, stderr io.Writer, asJSON bool) int {
+func batchStatus(ctx context.Context, c client.Client, desc *workflowservice.DescribeWorkflowExecutionResponse, stdout, stderr io.Writer, asJSON bool) int {
+	id := desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId()
+	status := statusName(desc.GetWorkflowExecutionInfo().GetStatus())
 	var sum workflows.BatchSummary
-	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
-	if err == nil {
-		err = v.Get(&sum)
+	var err error
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		// At once, even while no worker of the batch's build polls.
+		sum, err = subflow.RunningBatchSummary(ctx, c, desc)
+	} else {
+		var v converter.EncodedValue
+		if v, err = c.QueryWorkflow(ctx, id, "", workflows.QueryProgress); err == nil {
+			err = v.Get(&sum)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "starter status: progress of batch %s: %v\n", id, err)
@@ -97,6 +107,12 @@ func batchStatus(ctx context.Context, c client.Client, id, status string, stdout
 	fmt.Fprintf(stdout, "batch     %s\nstatus    %s\nprogress  %s\n", id, status, progressLine(id, sum))
 	if sum.Priority != nil {
 		fmt.Fprintf(stdout, "priority  %s\n", sum.Priority)
+	}
+	if sum.BuildHeld != "" {
+		fmt.Fprintf(stdout, "build     %s\n", sum.BuildHeld)
+	}
+	if sum.Unanswered != "" {
+		fmt.Fprintf(stdout, "stale     %s\n", sum.Unanswered)
 	}
 	if sum.OutFile != "" {
 		fmt.Fprintf(stdout, "results   %s\n", sum.OutFile)

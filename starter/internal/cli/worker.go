@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/devserver"
 	"github.com/subflow-dev/subflow/worker/app"
 )
@@ -52,9 +53,11 @@ func startLocalWorker(ctx context.Context, srv *devserver.Server, copts client.O
 		opts.DeploymentName = DevDeploymentName
 		opts.BuildID = cmp.Or(app.DefaultBuildID(opts.BuildID), DevBuildID)
 	}
+	// Made current below, before any run starts.
+	opts.MakeCurrent = true
 	stopWorker, err := startWorker(c, opts)
 	if err == nil {
-		if err = setCurrentWhenPolled(ctx, c, opts.DeploymentName, opts.BuildID); err != nil {
+		if err = subflow.SetCurrentWhenPolled(ctx, c, opts.DeploymentName, opts.BuildID); err != nil {
 			err = errors.Join(err, stopWorker())
 		}
 	}

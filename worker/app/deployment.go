@@ -1,0 +1,103 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/subflow-dev/subflow"
+)
+
+// routeCheckTimeout bounds the look at the task queue's routing a worker takes at start.
+const routeCheckTimeout = 5 * time.Second
+
+// warnIfIdle logs a warning when the worker, as the task queue's routing stands, would
+// receive no new runs: an unversioned worker on a queue whose runs go to a Worker Deployment
+// version, or a versioned one whose build is neither current nor ramping nor draining (a new
+// build waits for `starter deployment set-current`; docs/deployment.md, "Rolling out a new
+// build"). It returns the warning's message, "" when there is none.
+func warnIfIdle(ctx context.Context, c client.Client, opts Options) string {
+	ctx, cancel := context.WithTimeout(ctx, routeCheckTimeout)
+	defer cancel()
+	q, err := subflow.ReadQueueVersions(ctx, c, opts.TaskQueue)
+	if err != nil {
+		opts.Logger.Info("could not read the task queue's versions", zap.String("taskQueue", opts.TaskQueue), zap.Error(err))
+		return ""
+	}
+	fields := []zap.Field{zap.String("taskQueue", opts.TaskQueue), zap.String("currentVersion", subflow.VersionName(q.Current))}
+	if q.RampingPercentage > 0 {
+		fields = append(fields, zap.String("rampingVersion", subflow.VersionName(q.Ramping)), zap.Float32("rampingPercentage", q.RampingPercentage))
+	}
+	var msg string
+	if opts.DeploymentName == "" {
+		if !q.Versioned() {
+			return ""
+		}
+		msg = "this unversioned worker receives no new runs: its task queue routes them to a Worker Deployment version; start it with --deployment-name and --build-id"
+	} else {
+		v := worker.WorkerDeploymentVersion{DeploymentName: opts.DeploymentName, BuildID: opts.BuildID}
+		if (q.Current != nil && *q.Current == v) || (q.RampingPercentage > 0 && q.Ramping != nil && *q.Ramping == v) {
+			return ""
+		}
+		desc, err := c.WorkerDeploymentClient().GetHandle(v.DeploymentName).DescribeVersion(ctx,
+			client.WorkerDeploymentDescribeVersionOptions{BuildID: v.BuildID})
+		var nf *serviceerror.NotFound
+		switch {
+		case err != nil && !errors.As(err, &nf):
+			opts.Logger.Info("could not describe the worker's version", zap.String("version", subflow.VersionName(&v)), zap.Error(err))
+			return ""
+		case err == nil && desc.Info.DrainageInfo != nil && desc.Info.DrainageInfo.DrainageStatus == client.WorkerDeploymentVersionDrainageStatusDraining:
+			opts.Logger.Info("this build is draining: it serves only the runs pinned to it", fields...)
+			return ""
+		}
+		msg = "this build receives no runs: it is neither current nor ramping nor draining on its task queue; make it current with `starter deployment set-current " +
+			v.DeploymentName + " " + v.BuildID + "` once its workers run"
+	}
+	opts.Logger.Warn(msg, fields...)
+	return msg
+}
+
+// publishWorkflows states in the worker's Worker Deployment version which workflow types it
+// registers (subflow.VersionMetadataWorkflows), so that a long-lived workflow does not move
+// to a build that cannot run it. The version exists once a worker of it has polled, a moment
+// after the start: publishWorkflows tries for up to a minute, until ctx ends.
+func publishWorkflows(ctx context.Context, c client.Client, opts Options, names []string) {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	v := worker.WorkerDeploymentVersion{DeploymentName: opts.DeploymentName, BuildID: opts.BuildID}
+	h := c.WorkerDeploymentClient().GetHandle(v.DeploymentName)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var err error
+	for {
+		_, err = h.UpdateVersionMetadata(ctx, client.WorkerDeploymentUpdateVersionMetadataOptions{
+			Version:        v,
+			MetadataUpdate: client.WorkerDeploymentMetadataUpdate{UpsertEntries: map[string]any{subflow.VersionMetadataWorkflows: names}},
+		})
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			opts.Logger.Info("could not state the registered workflows in the version's metadata",
+				zap.String("version", subflow.VersionName(&v)), zap.Error(err))
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// makeCurrent makes the worker's version current once it polls (Options.MakeCurrent).
+func makeCurrent(ctx context.Context, c client.Client, opts Options) {
+	v := worker.WorkerDeploymentVersion{DeploymentName: opts.DeploymentName, BuildID: opts.BuildID}
+	if err := subflow.SetCurrentWhenPolled(ctx, c, v.DeploymentName, v.BuildID); err != nil {
+		opts.Logger.Warn("could not make this build current: it receives no new runs until it is", zap.Error(err))
+		return
+	}
+	opts.Logger.Info("this build is the deployment's current version", zap.String("version", subflow.VersionName(&v)))
+}

@@ -238,6 +238,11 @@ func (p *Provider) handshake(ctx context.Context, c *child, cwd string, route se
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s %q: initialize: %w", messagePrefix, p.Name(), ctx.Err())
 		}
+		var we *wire.Error
+		if errors.As(err, &we) && we.Rule() != "" {
+			// The runtime refused the request itself (an unknown model provider, say).
+			return &subagent.ValidationError{Rule: we.Rule(), Message: we.Message}
+		}
 		return err
 	}
 	var res struct {

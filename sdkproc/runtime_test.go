@@ -111,5 +111,8 @@ func TestRuntimeUnknownProvider(t *testing.T) {
 	h := newHarness(t, cfg, Options{})
 	_, err := h.p.Start(context.Background(), req)
 	require.EqualError(t, err, `no adapter registered for provider "nope"`)
+	var ve *subagent.ValidationError
+	require.ErrorAs(t, err, &ve, "the runtime's refusal is a rejection, not a failure")
+	assert.Equal(t, subagent.RuleUnknownModel, ve.Rule)
 	requireGone(t, h.startedPID(t))
 }

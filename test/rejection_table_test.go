@@ -171,6 +171,8 @@ func rejectionTable(t *testing.T, storeSpec string) {
 			msg: "is not an accessible directory: " + missing},
 		{name: "unknown model provider", rule: subagent.RuleUnknownModel, cli: run("--cwd", cwd, "--model-provider", "nope-llm"),
 			msg: `subagent model provider "nope-llm" is unknown (agentOptions.provider)`},
+		{name: "unknown model provider, sdk", rule: subagent.RuleUnknownModel, cli: run("--provider", "sdk", "--cwd", cwd, "--model-provider", "nope-llm", "--model", "m"),
+			msg: `no adapter registered for provider "nope-llm"`},
 		{name: "negative timeout", rule: workflows.RuleInvalidTimeout, cli: run("--cwd", cwd, "--timeout", "-5s"),
 			msg: "starter run: --timeout must be positive: -5s"},
 		{name: "zero timeout", rule: workflows.RuleInvalidTimeout, cli: run("--cwd", cwd, "--timeout", "0"),

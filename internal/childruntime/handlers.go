@@ -17,6 +17,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/internal/telemetry"
 	"github.com/subflow-dev/subflow/internal/wire"
+	"github.com/subflow-dev/subflow/subagent"
 )
 
 // User-visible error messages of the protocol (contract ).
@@ -55,7 +56,9 @@ func (s *server) initialize(_ context.Context, raw json.RawMessage) (any, error)
 		maxDepth = &n
 	}
 	if _, err := s.models.Lookup(p.Provider); err != nil {
-		return nil, err // "no adapter registered for provider \"<p>\""
+		// "no adapter registered for provider \"<p>\"", marked as the rejection it is, so the
+		// worker refuses the run instead of failing it (docs/protocol.md).
+		return nil, &wire.Error{Code: wire.CodeInternalError, Message: err.Error(), Data: wire.RuleData(subagent.RuleUnknownModel)}
 	}
 	if !filepath.IsAbs(p.Cwd) {
 		return nil, fmt.Errorf("initialize cwd must be an absolute path: %q", p.Cwd)

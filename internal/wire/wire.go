@@ -96,3 +96,23 @@ type Error struct {
 // Error returns the peer's message unchanged, so user-visible strings
 // produced by the child runtime reach the caller byte for byte.
 func (e *Error) Error() string { return e.Message }
+
+// RuleData is the data of an error answer that is a rejection of the request: the rule of
+// the contract it broke (a subagent rule name), read back by Rule.
+func RuleData(rule string) json.RawMessage {
+	data, _ := json.Marshal(struct {
+		Rule string `json:"rule"`
+	}{rule})
+	return data
+}
+
+// Rule returns the rejection rule the error's data names (RuleData), "" when it names none.
+func (e *Error) Rule() string {
+	var data struct {
+		Rule string `json:"rule"`
+	}
+	if json.Unmarshal(e.Data, &data) != nil {
+		return ""
+	}
+	return data.Rule
+}

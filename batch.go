@@ -163,6 +163,14 @@ func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedCh
 	return children, nil
 }
 
+// describeRate bounds the describes a batch's results make per second for the runs
+// visibility does not list yet. Each describe reads the namespace's search attributes, and a
+// server that refreshes them on every read (as the deployed shape's dynamic config does)
+// counts every one against its frontend's persistence rate limit: a burst of a few thousand
+// exhausts it, and the visibility list that follows fails ("System Persistence Max QPS
+// Reached") until the client's deadline.
+const describeRate = 100
+
 // describeChild finds the child of task n of batch id by its derived workflow id
 // (workflows.BatchChildWorkflowID), without visibility. ok is false when no such run exists:
 // the task never started, or it runs under a workflow id of its own.
@@ -260,10 +268,18 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 			}
 		}
 		missing := sum.Done - len(sum.StartErrors) - len(found)
-		// Finished tasks that visibility does not list yet: their runs are found by id.
+		// Finished tasks that visibility does not list yet: their runs are found by id, at
+		// most describeRate a second.
+		pace := time.NewTicker(time.Second / describeRate)
 		for n := 0; n < sum.Total && missing > 0; n++ {
 			if _, seen := found[n]; seen || skip[n] {
 				continue
+			}
+			select {
+			case <-ctx.Done():
+				pace.Stop()
+				return ctx.Err()
+			case <-pace.C:
 			}
 			ch, ok, err := describeChild(ctx, c, id, n)
 			if err != nil {
@@ -277,6 +293,7 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 				skip[n] = true
 			}
 		}
+		pace.Stop()
 		if missing <= 0 {
 			break
 		}

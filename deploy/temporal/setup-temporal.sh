@@ -14,12 +14,20 @@ if ! temporal operator namespace describe --namespace "$TEMPORAL_NAMESPACE" >/de
 fi
 
 existing=$(temporal operator search-attribute list --namespace "$TEMPORAL_NAMESPACE")
+created=0
 for attr in SubagentBatch:Keyword SubagentChild:Keyword SubagentDepth:Int SubagentLabel:Text \
   SubagentModel:Keyword SubagentParent:Keyword SubagentProvider:Keyword SubagentStopReason:Keyword \
   SubagentRetryOf:Keyword SubagentInputTokens:Int SubagentOutputTokens:Int; do
   name=${attr%%:*}
   if ! printf '%s\n' "$existing" | grep -qw "$name"; then
     temporal operator search-attribute create --namespace "$TEMPORAL_NAMESPACE" --name "$name" --type "${attr#*:}"
+    created=1
   fi
 done
+if [ "$created" = 1 ]; then
+  # Each Temporal service caches the search attributes for 60 s: a run started sooner could
+  # be refused for one it does not know yet.
+  echo "waiting 61s for the services' search-attribute caches to take the new attributes"
+  sleep 61
+fi
 echo "namespace $TEMPORAL_NAMESPACE has the subflow search attributes"

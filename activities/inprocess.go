@@ -37,7 +37,7 @@ func (a *Activities) Publish(ctx context.Context, in workflows.ChildInput) (work
 		}
 		return workflows.Published{}, fmt.Errorf("activities: publish %s: read parent %s: %w", in.ChildID, parentID, err)
 	}
-	if err := a.checkOwner(ctx, in.ChildID, in.ChildID, "its session"); err != nil {
+	if err := a.checkOwner(ctx, runOwner(ctx, in.Owner), in.ChildID, in.ChildID, "its session"); err != nil {
 		return workflows.Published{}, err
 	}
 	// The parent too: it is read while this run lives (docs/durability.md).
@@ -46,7 +46,7 @@ func (a *Activities) Publish(ctx context.Context, in workflows.ChildInput) (work
 	}
 	created, err := a.host.Create(ctx, inprocess.CreateRequest{
 		Provider: in.Provider, ChildID: in.ChildID, Request: in.Request,
-		RunTools: []string{subagenttool.Name}, Owner: runOwner(ctx),
+		RunTools: []string{subagenttool.Name}, Owner: runOwner(ctx, in.Owner),
 	})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, inprocess.ErrAbortedBeforePublication) {

@@ -15,10 +15,14 @@ import (
 // RuleChildIDTaken is the rule of a start whose child id names another run's session.
 const RuleChildIDTaken = workflows.RuleChildIDTaken
 
-// runOwner is the Owner a session this activity creates records (session.Header.Owner): its
-// workflow's id and run id, so that neither another workflow nor a later run under the same
-// workflow id passes for it. It is "" when called as a plain function.
-func runOwner(ctx context.Context) string {
+// runOwner is the Owner a session this activity creates records (session.Header.Owner):
+// given, the one the workflow named (workflows.RunOwner: its workflow id and first run id,
+// which a reset of the run keeps); else its workflow's id and run id. It is "" when called as
+// a plain function.
+func runOwner(ctx context.Context, given string) string {
+	if given != "" {
+		return given
+	}
 	if !activity.IsActivity(ctx) {
 		return ""
 	}
@@ -28,11 +32,10 @@ func runOwner(ctx context.Context) string {
 
 // checkOwner refuses, before anything is written, to create or publish session id for
 // childID when the session exists and another run created it (its header's Owner is not
-// this run's): the run would otherwise take over its output. A retry of the same run finds
+// owner, this run's: runOwner): the run would otherwise take over its output. A retry of the same run finds
 // its own owner and passes. what names the session in the message ("its session", "its
 // root session <id>").
-func (a *Activities) checkOwner(ctx context.Context, childID, id, what string) error {
-	owner := runOwner(ctx)
+func (a *Activities) checkOwner(ctx context.Context, owner, childID, id, what string) error {
 	if owner == "" || session.ValidateID(id) != nil {
 		return nil
 	}

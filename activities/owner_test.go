@@ -81,3 +81,31 @@ func TestAChildIDNamesOneRun(t *testing.T) {
 	assert.Equal(t, workflows.RuleParentNotFound, appErr.Type())
 	assert.Equal(t, before, listing(t, f.root), "nothing written: no owner record, no session")
 }
+
+// TestAResetRunFindsItsSessions: after a Temporal reset the run has a new run id but the same
+// workflow id and first run id, which the workflow names as the owner (workflows.RunOwner):
+// its Publish and CreateRootSession find the sessions it created before the reset, while a
+// start under the same workflow id with a chain of its own is still refused.
+func TestAResetRunFindsItsSessions(t *testing.T) {
+	f := newFixture(t)
+	e := newEnv(t, f.activities(), worker.Options{})
+	ctx := context.Background()
+	const owner = "subagent-c1/first-run"
+	mine := session.Header{ID: "c1", Cwd: f.cwd, ParentSession: parentID, Origin: session.OriginSubagent,
+		DelegationDepth: 1, Route: &session.Route{Provider: model.ProviderScripted, Model: "script.json"}, Owner: owner}
+	require.NoError(t, f.store.Create(ctx, mine))
+	root := session.Header{ID: workflows.RootSessionID("c1"), Cwd: f.cwd, Owner: owner}
+	require.NoError(t, f.store.Create(ctx, root))
+
+	_, err := e.ExecuteActivity(workflows.ActivityPublish, workflows.ChildInput{
+		Provider: "spawn", ChildID: "c1", Request: request("again"), Owner: owner})
+	require.NoError(t, err, "the reset run's Publish finds its own child")
+	_, err = e.ExecuteActivity(workflows.ActivityCreateRootSession, workflows.CreateRootSessionInput{
+		SessionID: root.ID, ChildID: "c1", Root: workflows.RootSession{Cwd: f.cwd}, Owner: owner})
+	require.NoError(t, err, "and its own root")
+
+	_, err = e.ExecuteActivity(workflows.ActivityPublish, workflows.ChildInput{
+		Provider: "spawn", ChildID: "c1", Request: request("take it"), Owner: "subagent-c1/another-chain"})
+	appErr := requireApplicationError(t, err)
+	assert.Equal(t, workflows.RuleChildIDTaken, appErr.Type(), "a new start under the same workflow id")
+}

@@ -31,7 +31,7 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 	if err := a.checkRoot("root session "+in.SessionID, in.Root.Cwd); err != nil {
 		return subagent.ParentRef{}, err
 	}
-	h := session.Header{ID: in.SessionID, Cwd: cwd, AgentPreset: in.Root.Preset, Owner: runOwner(ctx)}
+	h := session.Header{ID: in.SessionID, Cwd: cwd, AgentPreset: in.Root.Preset, Owner: runOwner(ctx, in.Owner)}
 	if !in.Root.Route.IsZero() {
 		route := in.Root.Route
 		h.Route = &route
@@ -53,7 +53,7 @@ func (a *Activities) CreateRootSession(ctx context.Context, in workflows.CreateR
 		}
 	}
 	if in.ChildID != "" {
-		if err := a.checkOwner(ctx, in.ChildID, in.SessionID, "its root session "+in.SessionID); err != nil {
+		if err := a.checkOwner(ctx, runOwner(ctx, in.Owner), in.ChildID, in.SessionID, "its root session "+in.SessionID); err != nil {
 			return subagent.ParentRef{}, err
 		}
 	}

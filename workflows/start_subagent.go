@@ -167,7 +167,7 @@ func (r *run) inProcess(ctx workflow.Context, childID string) (Outcome, error) {
 	pubCtx, _ := workflow.NewDisconnectedContext(ctx)
 	var pub Published
 	err := r.step(pubCtx, ActivityPublish, r.activitySummary("publish"),
-		ChildInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}, &pub)
+		ChildInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef, Owner: RunOwner(ctx)}, &pub)
 	if err != nil {
 		return r.reject(ctx, err)
 	}
@@ -207,7 +207,7 @@ func (r *run) createRoot(ctx workflow.Context) (subagent.ParentRef, error) {
 	id := RootSessionID(r.status.ChildID)
 	var parent subagent.ParentRef
 	err := r.step(ctx, ActivityCreateRootSession, "create root session for "+r.in.Provider+" child "+short(r.status.ChildID),
-		CreateRootSessionInput{SessionID: id, ChildID: r.status.ChildID, Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request, RequestRef: r.requestRef}, &parent)
+		CreateRootSessionInput{SessionID: id, ChildID: r.status.ChildID, Owner: RunOwner(ctx), Root: *r.in.Root, Provider: r.in.Provider, Request: &r.in.Request, RequestRef: r.requestRef}, &parent)
 	if err != nil {
 		return subagent.ParentRef{}, err
 	}
@@ -490,6 +490,19 @@ func (r *run) upsert(ctx workflow.Context, attrs ...temporal.SearchAttributeUpda
 // activitySummary is the UI line of an activity, e.g. "drive spawn child 1a2b3c4d".
 func (r *run) activitySummary(verb string) string {
 	return verb + " " + r.in.Provider + " child " + short(r.status.ChildID)
+}
+
+// RunOwner names the run a workflow's sessions belong to (session.Header.Owner): its workflow
+// id and the first run id of its chain. A retried activity, a retried workflow task and a
+// Temporal reset of the run keep both, so they find their own sessions; a new start under the
+// same workflow id has a run chain of its own, and another workflow an id of its own.
+func RunOwner(ctx workflow.Context) string {
+	info := workflow.GetInfo(ctx)
+	first := info.FirstRunID
+	if first == "" { // a server that does not say: the run itself
+		first = info.WorkflowExecution.RunID
+	}
+	return info.WorkflowExecution.ID + "/" + first
 }
 
 // short returns the first 8 characters of an id, enough to tell runs apart in a list.

@@ -36,7 +36,11 @@ func TestInProcessRunCompletes(t *testing.T) {
 
 	assert.Equal(t, []string{ActivityPublish, ActivityDrive, ActivityReadResult}, h.fakes.Calls())
 	assert.Equal(t, []string{ActivityPublish, ActivityReadResult}, h.fakes.Local(), "the short steps run as local activities")
-	assert.Equal(t, ChildInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.publish[0])
+	owner := h.fakes.publish[0].Owner
+	wfID, firstRun, _ := strings.Cut(owner, "/")
+	assert.Equal(t, "default-test-workflow-id", wfID, "Publish records the run's owner: its workflow id…")
+	assert.NotEmpty(t, firstRun, "…and the first run id of its chain, which a reset keeps")
+	assert.Equal(t, ChildInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request, Owner: owner}, h.fakes.publish[0])
 	assert.Equal(t, ChildInput{Provider: subagent.ProviderSpawn, ChildID: "child-1", Request: in.Request}, h.fakes.drives[0])
 	assert.Equal(t, ReadResultInput{ChildID: "child-1", Request: in.Request}, h.fakes.reads[0])
 

@@ -96,6 +96,9 @@ type CreateRootSessionInput struct {
 	// root that another run created is refused naming it (RuleChildIDTaken).
 	ChildID string      `json:"childId,omitempty"`
 	Root    RootSession `json:"root"`
+	// Owner is the run the root is created for (RunOwner): the session records it, and a
+	// root another run owns is refused.
+	Owner string `json:"owner,omitempty"`
 	// Provider and Request, when Request is set, are the delegation the root is created
 	// for: the activity makes the checks Publish would make against the new root before it
 	// creates it, so a request Publish would reject leaves no root session behind.
@@ -118,6 +121,9 @@ type ChildInput struct {
 	// PayloadThreshold); Request then lacks its big fields (prompt, schema, persona) but
 	// carries the current parent.
 	RequestRef *PayloadRef `json:"requestRef,omitempty"`
+	// Owner is the run the child is published for (RunOwner): Publish records it in the
+	// child's session and refuses a session another run owns.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Published is what the caller learns at publication (contract R-71): the result of Publish,

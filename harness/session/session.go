@@ -64,10 +64,10 @@ type Header struct {
 	// no delegation from this session or a descendant creates a child deeper than it. A child
 	// inherits its parent's cap, tightened by its own request's maxDepth.
 	MaxDepth *int64 `json:"maxDepth,omitempty"`
-	// Owner names the run that created the session — a workflow's id and run id, as
-	// "<workflowId>/<runId>" — when a workflow's activity created it; absent otherwise. A
-	// retry of that run finds its own session; another run naming the same id is refused
-	// before it writes anything (contract R-10).
+	// Owner names the run that created the session — a workflow's id and the first run id
+	// of its chain, as "<workflowId>/<firstRunId>" — when a workflow's activity created it;
+	// absent otherwise. A retry or a reset of that run finds its own session; another run
+	// naming the same id is refused before it writes anything (contract R-10).
 	Owner string `json:"owner,omitempty"`
 }
 

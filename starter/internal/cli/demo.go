@@ -158,6 +158,12 @@ func demoDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The children's cwds are resolved through symlinks (a macOS temporary directory is
+	// one): the demo names its directories as they see them, so that pacedModel knows the
+	// cancelled showcase's.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
 	if err := writeDemoFiles(dir); err == nil {
 		err = os.Mkdir(filepath.Join(dir, cancelDir), 0o755)
 	}

@@ -38,7 +38,7 @@ func paceUnder(r *model.Registry, dir string) *model.Registry {
 }
 
 func (p pacedModel) Stream(ctx context.Context, req model.Request, onText func(string)) (model.Response, error) {
-	if rel, err := filepath.Rel(p.dir, req.Cwd); err != nil || strings.HasPrefix(rel, "..") {
+	if rel, err := filepath.Rel(p.dir, req.Cwd); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return p.next.Stream(ctx, req, onText)
 	}
 	begin := time.Now()

@@ -5,11 +5,14 @@ package subflow
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -113,10 +116,7 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 			// caller gets (a run still replying to its update is not deleted), it is
 			// removed too, so a rejected start leaves nothing behind.
 			_ = c.GetWorkflow(ctx, id, handle.RunID()).Get(ctx, nil)
-			_, _ = c.WorkflowService().DeleteWorkflowExecution(context.WithoutCancel(ctx), &workflowservice.DeleteWorkflowExecutionRequest{
-				Namespace:         cmp.Or(opts.Namespace, "default"),
-				WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: handle.RunID()},
-			})
+			deleteRejected(context.WithoutCancel(ctx), c, cmp.Or(opts.Namespace, "default"), id, handle.RunID())
 			return workflows.Published{}, nil, ve
 		}
 		return workflows.Published{}, nil, startError(id, err)
@@ -126,6 +126,31 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 		return workflows.Published{}, nil, fmt.Errorf("subflow: start %s: %w", id, err)
 	}
 	return pub, run, nil
+}
+
+// deleteRejected deletes the closed run runID of workflowID, which its worker rejected, and
+// waits until the server no longer describes it, asking again each second for up to 10 s: a
+// delete that lands while the run's close is still being recorded can leave the run in
+// place. Failures are ignored; the rejection is what the caller reports.
+func deleteRejected(ctx context.Context, c tclient.Client, namespace, workflowID, runID string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		_, _ = c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+			Namespace:         namespace,
+			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
+		})
+		_, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func startError(workflowID string, err error) error {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/harness/session"
@@ -96,8 +97,15 @@ func TestRejectedOverMaxDepth(t *testing.T) {
 	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, "subagent depth 1 exceeds maxDepth 0", ve.Error())
 	assert.Equal(t, subagent.RuleDepthExceeded, ve.Rule)
+	_, err = env.c.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	require.ErrorAs(t, err, &nf, "Start removed the run its worker rejected: nothing left Failed")
 
-	run := env.c.GetWorkflow(ctx, id, "")
+	// Started by type name, as a caller of the JSON contract does, the run fails with the
+	// rejection and stays, as the contract says.
+	id += "-by-name"
+	run, err := env.c.ExecuteWorkflow(ctx, subflow.StartWorkflowOptions(id, env.taskQueue, in), workflows.WorkflowName, in)
+	require.NoError(t, err)
 	err = run.Get(ctx, nil)
 	require.Error(t, err)
 	rejection := workflows.Rejection(err)

@@ -162,7 +162,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 		if info.GetCurrentHistoryLength() > admissionMaxEvents || info.GetContinueAsNewSuggested() || build.move(ctx) {
 			draining = true
 			// The waiting acquires are served by the releases still coming in.
-			_ = workflow.Await(ctx, func() bool { return len(queue) == 0 && workflow.AllHandlersFinished(ctx) })
+			behavior := build.settle(ctx, ctx, func() bool { return len(queue) == 0 && workflow.AllHandlersFinished(ctx) })
 			var id string
 			for releases.ReceiveAsync(&id) {
 				delete(permits, id)
@@ -171,7 +171,7 @@ func ModelAdmission(ctx workflow.Context, in AdmissionInput) error {
 			next.Permits = maps.Clone(permits)
 			next.Granted = slices.Clone(granted)
 			next.BuildHeld = build.Held
-			return continueAsNew(ctx, &build, AdmissionWorkflowName, next)
+			return continueAsNew(ctx, behavior, AdmissionWorkflowName, next)
 		}
 	}
 }

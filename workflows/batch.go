@@ -85,9 +85,11 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 	if !b.cancelled && ctx.Err() == nil && (!b.exhausted || b.running > 0) {
 		// Continue as new once every started child has its workflow and no update is half
 		// done; the running children go on and the next run awaits them.
-		_ = workflow.Await(bg, func() bool { return b.starting == 0 && !b.saving && workflow.AllHandlersFinished(bg) })
+		behavior := b.build.settle(ctx, bg, func() bool {
+			return b.starting == 0 && !b.saving && workflow.AllHandlersFinished(bg)
+		})
 		if ctx.Err() == nil && !b.cancelled {
-			return b.progress(), continueAsNew(ctx, &b.build, BatchWorkflowName, b.next())
+			return b.progress(), continueAsNew(ctx, behavior, BatchWorkflowName, b.next())
 		}
 	}
 	if err := workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled }); err != nil || b.cancelled {

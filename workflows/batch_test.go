@@ -512,3 +512,46 @@ func TestBatchRetainsTaskParentsFirst(t *testing.T) {
 	assert.Equal(t, 3, sum.Done)
 	assert.Empty(t, f.retained)
 }
+
+// TestBatchCountsAChildThatEndsWhileTheRunChecksItsBuild: a run that checks the target
+// build as it continues as new goes on while the check runs; a child that ends meanwhile is
+// counted by this run and not handed over, so the next run does not count it again (the
+// summary's stop reasons add up to its done tasks).
+func TestBatchCountsAChildThatEndsWhileTheRunChecksItsBuild(t *testing.T) {
+	f := &batchFakes{}
+	env := newBatchEnv(t, f)
+	env.RegisterActivityWithOptions(func(context.Context, TargetBuildInput) (TargetBuild, error) { return TargetBuild{}, nil },
+		activity.RegisterOptions{Name: ActivityCheckTargetBuild})
+	notReady := TargetBuild{Target: "subflow:b", Reason: "has no worker polling task queue q"}
+	// The run's first check answers at once; the one it makes as it continues as new, 11
+	// minutes later (past buildRecheck), takes two minutes, while the inherited child ends.
+	env.OnActivity(ActivityCheckTargetBuild, mock.Anything, mock.Anything).Return(notReady, nil).Once()
+	env.OnActivity(ActivityCheckTargetBuild, mock.Anything, mock.Anything).After(2*time.Minute).Return(notReady, nil).Once()
+	env.OnActivity(ActivityAwaitChild, mock.Anything, mock.Anything).After(12*time.Minute).Return(ChildResult{Outcome: Outcome{
+		Result: subagent.Result{StopReason: subagent.StopCompleted}}}, nil)
+	// A page that takes 11 minutes to store holds the continue-as-new until then.
+	env.OnActivity(ActivitySaveBatchPage, mock.Anything, mock.Anything).After(11 * time.Minute).Return(nil)
+	var added, resumed *batchAnswer
+	env.RegisterDelayedCallback(func() {
+		added = update(env, UpdateAddTasks, TaskPage{Page: 0, First: 2, Tasks: batchTasks(4)[2:]})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { resumed = update(env, UpdateResume) }, 2*time.Second)
+
+	inherited := RunningTask{Index: 0, WorkflowID: "subagent-inherited", ChildID: "inherited", Started: env.Now()}
+	env.ExecuteWorkflow(Batch, BatchInput{BatchID: "b8", Tasks: batchTasks(4)[1:2], Total: 4, Defaults: batchDefaults,
+		Concurrency: 2, ContinueAsNewAfter: 1, State: &BatchState{Next: 1, Stored: 2, Running: []RunningTask{inherited},
+			Paused: true, Concurrency: 2, Summary: BatchSummary{Total: 4, Runs: 1, BuildHeld: "stays on build a"}}})
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	var next BatchInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.True(t, added.done && resumed.done)
+	require.NoError(t, added.err)
+
+	sum := next.State.Summary
+	assert.Equal(t, sum.Done, sum.ByStopReason[subagent.StopCompleted]+sum.Failed, "every counted task once: %+v", sum)
+	assert.Equal(t, 2, sum.Done, "task 1, and task 0 that ended during the check")
+	assert.Empty(t, next.State.Running, "a counted child is not handed over")
+	assert.Contains(t, sum.BuildHeld, "subflow:b has no worker polling task queue q", "the check's answer travels")
+}

@@ -125,6 +125,22 @@ func (m *buildMove) behavior(ctx workflow.Context) workflow.ContinueAsNewVersion
 	return workflow.ContinueAsNewVersioningBehaviorUnspecified
 }
 
+// settle awaits idle on idleCtx, then decides how the run continues as new (behavior), and
+// returns once idle holds after the decision. The decision may wait for a check of the target
+// build, during which the run's coroutines and handlers go on (a child ends, an update
+// lands); so the caller takes the state it hands over after settle returns, with nothing
+// left to change it: state taken before the check once handed over a child the run had
+// already counted, and the next run counted it again.
+func (m *buildMove) settle(ctx, idleCtx workflow.Context, idle func() bool) workflow.ContinueAsNewVersioningBehavior {
+	for {
+		_ = workflow.Await(idleCtx, idle)
+		behavior := m.behavior(ctx)
+		if idle() {
+			return behavior
+		}
+	}
+}
+
 // Details is the Current Details line of the run's build (the Web UI shows it): empty unless
 // the run is held on its build.
 func (m *buildMove) Details() string {

@@ -196,5 +196,5 @@ func Cleanup(ctx workflow.Context, in CleanupInput) (CleanupResult, error) {
 	}
 	in.Totals = &res
 	var build buildMove
-	return res, continueAsNew(ctx, &build, CleanupWorkflowName, in)
+	return res, continueAsNew(ctx, build.behavior(ctx), CleanupWorkflowName, in)
 }

@@ -34,12 +34,11 @@ func upgradeDue(ctx workflow.Context) bool {
 	return workflow.GetInfo(ctx).GetTargetWorkerDeploymentVersionChanged()
 }
 
-// continueAsNew continues the run as new as workflow name with arg, the next run starting on
-// the deployment's target build when m finds it ready (its build then pins it), else on this
-// run's build: a long-lived workflow moves to a new build only here, where its state is
-// carried in arg.
-func continueAsNew(ctx workflow.Context, m *buildMove, name string, arg any) error {
+// continueAsNew continues the run as new as workflow name with arg, on the build behavior
+// names (buildMove.settle decides it): a long-lived workflow moves to a new build only here,
+// where its state is carried in arg.
+func continueAsNew(ctx workflow.Context, behavior workflow.ContinueAsNewVersioningBehavior, name string, arg any) error {
 	return workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
-		InitialVersioningBehavior: m.behavior(ctx),
+		InitialVersioningBehavior: behavior,
 	}, name, arg)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -39,13 +40,16 @@ const (
 //
 //   - idle-: the queue idle;
 //   - loaded-: under the two batches, the run at its default priority (workflows.RunPriority,
-//     ahead of the batches' workflows.BatchPriority); loaded-vs-idle is the ratio of p50s;
+//     ahead of the batches' workflows.BatchPriority, its drive on the queue's interactive
+//     lane); loaded-vs-idle is the ratio of p50s;
 //   - fair-only-: the same load with the run at the batches' priority under a fairness key of
 //     its own: what fairness alone gives, without priority (on a server without fairness it
 //     would queue behind the batches);
 //
-// and batch-share, the tasks one batch finished over the other's by the end, 1 for their equal
-// weights.
+// with each case's <case>-queued-p50-ms, how long a run's tasks waited in task queues (the sum
+// of their schedule-to-start, from its history): the rest of its latency is the work itself,
+// which the load slows when it takes the machine's CPU. And batch-share, the tasks one batch
+// finished over the other's by the end, 1 for their equal weights.
 //
 //	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkInteractiveLatency(b *testing.B) {
@@ -64,10 +68,11 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 	slow := filepath.Join(dir, "half-second.json")
 	require.NoError(b, os.WriteFile(slow, []byte(fmt.Sprintf(`{"responses": [{"text": "batch", "delayMs": %d}]}`, loadDriveDelayMs)), 0o644))
 
-	measure := func(prio temporal.Priority) []time.Duration {
+	// measure returns the latency of each run and the time its tasks waited in task queues.
+	measure := func(prio temporal.Priority) (lat, queued []time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		lat := make([]time.Duration, runs)
+		lat, queued = make([]time.Duration, runs), make([]time.Duration, runs)
 		for i := range lat {
 			begin := time.Now()
 			_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue,
@@ -77,8 +82,9 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 			require.NoError(b, run.Get(ctx, &out))
 			lat[i] = time.Since(begin)
 			require.Equal(b, subagent.StopCompleted, out.Result.StopReason)
+			queued[i] = queuedTime(b, run)
 		}
-		return lat
+		return lat, queued
 	}
 	startLoad := func() (ids []string, runs []client.WorkflowRun) {
 		tasks := make([]workflows.Task, loadBatchTasks)
@@ -116,20 +122,47 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 	}
 
 	for b.Loop() {
-		idle := measure(temporal.Priority{})
+		idle, idleQueued := measure(temporal.Priority{})
 		ids, load := startLoad()
-		loaded := measure(temporal.Priority{})
-		fairOnly := measure(temporal.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: "interactive"})
+		loaded, loadedQueued := measure(temporal.Priority{})
+		fairOnly, fairOnlyQueued := measure(temporal.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: "interactive"})
 		done := stopLoad(ids, load)
 		idleP50 := percentile(idle, 50)
 		reportPercentiles(b, idle, "idle-")
 		loadedP50 := percentile(loaded, 50)
 		reportPercentiles(b, loaded, "loaded-")
 		reportPercentiles(b, fairOnly, "fair-only-")
+		b.ReportMetric(ms(percentile(idleQueued, 50)), "idle-queued-p50-ms")
+		b.ReportMetric(ms(percentile(loadedQueued, 50)), "loaded-queued-p50-ms")
+		b.ReportMetric(ms(percentile(fairOnlyQueued, 50)), "fair-only-queued-p50-ms")
 		b.ReportMetric(float64(loadedP50)/float64(idleP50), "loaded-vs-idle")
 		if done[1] > 0 {
 			b.ReportMetric(float64(done[0])/float64(done[1]), "batch-share")
 		}
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// queuedTime is how long the tasks of run waited in task queues, from its history: the sum of
+// each workflow and activity task's schedule-to-start. What is left of a run's latency is
+// the work itself, the worker's and the server's.
+func queuedTime(b *testing.B, run client.WorkflowRun) time.Duration {
+	b.Helper()
+	iter := env.c.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	scheduled := map[int64]time.Time{}
+	var total time.Duration
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(b, err)
+		at := ev.GetEventTime().AsTime()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			scheduled[ev.GetEventId()] = at
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			total += at.Sub(scheduled[ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()])
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			total += at.Sub(scheduled[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()])
+		}
+	}
+	return total
 }

@@ -241,3 +241,52 @@ func TestBatchesShareWorkersByWeight(t *testing.T) {
 	require.Positive(t, dl)
 	assert.InDelta(t, 3, float64(dh)/float64(dl), 0.6, "drives started by the batches of weight 3 and 1: %d:%d", dh, dl)
 }
+
+// driveQueues returns the task queue of each Drive the run scheduled, and whether its last
+// one completed.
+func driveQueues(t *testing.T, workflowID, runID string) (queues []string, completed bool) {
+	t.Helper()
+	for _, ev := range history(t, env.c, fakeRun{id: workflowID, runID: runID}) {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == workflows.ActivityDrive {
+			queues, completed = append(queues, a.GetTaskQueue().GetName()), false
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED {
+			completed = true
+		}
+	}
+	return queues, completed
+}
+
+// TestInteractiveRunTakesNoBatchSlot: on a worker of one activity slot that a batch's drive
+// holds, a run started on its own drives on its queue's interactive lane and completes
+// while the batch's drive still runs; the batch's drives stay on the queue.
+func TestInteractiveRunTakesNoBatchSlot(t *testing.T) {
+	queue := oneSlotWorker(t)
+	dir := t.TempDir()
+	// The batch's drive streams for a minute, or until the batch is cancelled.
+	slow := script(t, dir, `{"text": "batch answer", "chunks": 12, "delayMs": 60000}`)
+	fast := script(t, dir, `{"text": "interactive answer"}`)
+	batchID, batch := startPrioritizedBatch(t, queue, 0, []workflows.Task{scriptedTask(subagent.ProviderSpawn, dir, slow, "task 0")})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	child := workflows.BatchChildWorkflowID(batchID, 0)
+	require.Eventually(t, func() bool {
+		st, err := subflow.Describe(ctx, env.c, child, "")
+		return err == nil && st.Phase == workflows.PhaseDriving
+	}, waitLimit, 20*time.Millisecond, "the batch's drive holds the worker's one slot")
+
+	_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue,
+		Input: rootInput(subagent.ProviderSpawn, dir, fast, "interactive")})
+	require.NoError(t, err)
+	out, cancelled := outcome(t, run)
+	require.False(t, cancelled)
+	require.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	batchQueues, batchDone := driveQueues(t, child, "")
+	require.NoError(t, env.c.CancelWorkflow(ctx, batchID, ""))
+	_ = batch.Get(ctx, nil)
+
+	mine, _ := driveQueues(t, run.GetID(), run.GetRunID())
+	assert.Equal(t, []string{workflows.InteractiveQueue(queue)}, mine, "the run drove on the interactive lane")
+	assert.Equal(t, []string{queue}, batchQueues, "the batch's task drove on the queue")
+	assert.False(t, batchDone, "the run completed while the batch's drive held the queue's slot")
+}

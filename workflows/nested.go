@@ -57,7 +57,9 @@ type RecordNestedInput struct {
 // caller reads the aborted result.
 func (r *run) drive(ctx workflow.Context, childID string, req subagent.Request) (DriveSummary, error) {
 	in := ChildInput{Provider: r.in.Provider, ChildID: childID, Request: req, RequestRef: r.requestRef}
-	driveCtx := workflow.WithActivityOptions(ctx, driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose()))
+	opts := driveOptions(r.activitySummary("drive"), 10, r.scheduleToClose())
+	opts.TaskQueue = r.driveQueue(ctx)
+	driveCtx := workflow.WithActivityOptions(ctx, opts)
 	var total DriveSummary
 	for {
 		var sum DriveSummary

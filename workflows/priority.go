@@ -27,6 +27,23 @@ const (
 	MaxFairnessWeight = 1000
 )
 
+// Interactive reports whether a run at priority p is a person's: priority key 1 or
+// RunPriority (a run started on its own, and the nested runs it starts, which inherit it). On
+// a worker that serves the interactive lane (RegisterOptions.InteractiveLane) its drives run
+// there, on activity slots no batch task takes. A run with no priority key (the server's
+// default, 3: a start by type name that sets none) and a batch's task are not.
+func Interactive(p temporal.Priority) bool {
+	return p.PriorityKey >= 1 && p.PriorityKey <= RunPriority
+}
+
+// InteractiveQueue is the interactive lane of task queue queue: the queue the drives of its
+// interactive runs go to, which worker/app's workers poll beside queue with slots of their
+// own (app.Options.InteractiveActivities). The mark is a prefix: a suffix could make the
+// lane of one workspace queue (subflow.WorkspaceQueue) the name of another's.
+func InteractiveQueue(queue string) string {
+	return "interactive:" + queue
+}
+
 // BatchPriorityOf is the priority a batch runs at: key (BatchPriority when 0), with the batch's
 // tasks under fairness key fairnessKey (the batch's id when empty) weighing weight (the
 // server's default, 1, when 0): batches sharing workers progress in proportion to their

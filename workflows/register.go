@@ -8,7 +8,8 @@ import (
 // Register registers the workflows of this package on r under their names (WorkflowName,
 // BatchWorkflowName, FetchPayloadWorkflowName, FetchTranscriptWorkflowName,
 // AdmissionWorkflowName, CleanupWorkflowName),
-// so a worker registers them in one line.
+// so a worker registers them in one line. It is RegisterWithOptions with the zero
+// RegisterOptions: every drive runs on its run's task queue.
 //
 // Every workflow is Pinned on a worker of a Worker Deployment (docs/deployment.md): a run
 // finishes on the build that started it, so a changed workflow ships as a new build and needs
@@ -18,8 +19,28 @@ import (
 // (continueAsNew) once the new build's workers poll its queue (buildMove). No build ever
 // replays another build's history. On an unversioned worker the behaviors are not used.
 func Register(r worker.WorkflowRegistry) {
+	RegisterWithOptions(r, RegisterOptions{})
+}
+
+// RegisterOptions are what a worker tells the workflows it registers about itself.
+type RegisterOptions struct {
+	// InteractiveLane says that the worker polls the interactive lane of each task queue it
+	// registers the workflows on (InteractiveQueue), with the activities registered: the runs
+	// it executes then drive there when they are interactive (Interactive). worker/app's
+	// workers do, with activity slots of their own, so a person's run never waits for a slot
+	// a batch's drive holds. A worker that sets it without polling the lane leaves those
+	// drives unstarted.
+	InteractiveLane bool
+}
+
+// RegisterWithOptions is Register for a worker that says more about itself (RegisterOptions).
+func RegisterWithOptions(r worker.WorkflowRegistry, opts RegisterOptions) {
 	pinned := workflow.VersioningBehaviorPinned
-	r.RegisterWorkflowWithOptions(StartSubagent, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: pinned})
+	start := StartSubagent
+	if opts.InteractiveLane {
+		start = func(ctx workflow.Context, in StartInput) (Outcome, error) { return startSubagent(ctx, in, true) }
+	}
+	r.RegisterWorkflowWithOptions(start, workflow.RegisterOptions{Name: WorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(Batch, workflow.RegisterOptions{Name: BatchWorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(FetchPayload, workflow.RegisterOptions{Name: FetchPayloadWorkflowName, VersioningBehavior: pinned})
 	r.RegisterWorkflowWithOptions(FetchTranscript, workflow.RegisterOptions{Name: FetchTranscriptWorkflowName, VersioningBehavior: pinned})

@@ -59,9 +59,17 @@ const cancelledBeforePublish = "subagent run was cancelled before it was publish
 // CanceledError's details. A cancel that arrives after the drive ended still ends the run
 // Canceled, its details then carrying the outcome as read (possibly completed). A run
 // cancelled before publication ends Canceled without details and leaves no child behind.
+//
+// Its drives run on the run's task queue; registered with RegisterOptions.InteractiveLane,
+// an interactive run's drive runs on the queue's interactive lane.
 func StartSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
+	return startSubagent(ctx, in, false)
+}
+
+func startSubagent(ctx workflow.Context, in StartInput, lane bool) (Outcome, error) {
 	r := &run{
-		in: in,
+		in:   in,
+		lane: lane,
 		status: Status{
 			Phase:    PhaseValidating,
 			Provider: in.Provider,
@@ -88,7 +96,9 @@ func StartSubagent(ctx workflow.Context, in StartInput) (Outcome, error) {
 
 // run is the state of one StartSubagent execution, read by its handlers.
 type run struct {
-	in        StartInput
+	in StartInput
+	// lane is RegisterOptions.InteractiveLane of the worker that registered the workflow.
+	lane      bool
 	status    Status
 	settled   bool
 	published Published
@@ -232,7 +242,9 @@ func (r *run) remote(ctx workflow.Context, childID string) (Outcome, error) {
 	}
 	defer nested.wait(ctx)
 	actx, deadline := r.startDeadline(ctx)
-	actx = workflow.WithActivityOptions(actx, driveOptions(r.activitySummary("run"), 3, r.scheduleToClose()))
+	opts := driveOptions(r.activitySummary("run"), 3, r.scheduleToClose())
+	opts.TaskQueue = r.driveQueue(ctx)
+	actx = workflow.WithActivityOptions(actx, opts)
 	fut := workflow.ExecuteActivity(actx, ActivityRunSDKChild, SDKInput{
 		Provider:   r.in.Provider,
 		RunID:      childID,
@@ -511,4 +523,14 @@ func short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// driveQueue is the task queue of the run's drive: its queue's interactive lane when the
+// worker serves one and the run is interactive, else "" (the run's own queue).
+func (r *run) driveQueue(ctx workflow.Context) string {
+	info := workflow.GetInfo(ctx)
+	if !r.lane || !Interactive(info.Priority) {
+		return ""
+	}
+	return InteractiveQueue(info.TaskQueueName)
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/subflow-dev/subflow/internal/telemetry"
 	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // ChildRuntimeArg is the subcommand that turns a subflow binary into the sdk child runtime.
@@ -137,8 +138,15 @@ type Options struct {
 	// each build takes over as it starts. A rolling upgrade leaves it off and makes a build
 	// current with `starter deployment set-current` (docs/deployment.md).
 	MakeCurrent bool
-	// Workflows registers the workflows on each queue's worker; nil means workflows.Register.
-	// Tests register another build's workflows under the same names with it.
+	// InteractiveActivities is the activity slots of each queue's interactive lane
+	// (workflows.InteractiveQueue), which the worker polls beside the queue: only the drives
+	// of interactive runs (workflows.Interactive: `starter run`, subflow.Start) take them, so
+	// such a run never waits for a slot a batch's drive holds. 0 means
+	// MaxConcurrentActivities.
+	InteractiveActivities int
+	// Workflows registers the workflows on each queue's worker; nil means
+	// workflows.RegisterWithOptions with the interactive lane on. Tests register another
+	// build's workflows under the same names with it.
 	Workflows func(worker.WorkflowRegistry)
 }
 
@@ -225,13 +233,21 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 			queues = append(queues, subflow.WorkspaceQueue(opts.TaskQueue, r.Dir))
 		}
 	}
+	// Each queue's interactive lane: activities only, on slots of its own.
+	lane := wopts
+	lane.MaxConcurrentActivityExecutionSize = cmp.Or(opts.InteractiveActivities, opts.MaxConcurrentActivities)
+	lane.DisableWorkflowWorker = true
 	ws := &multiWorker{stopped: make(chan struct{})}
+	var polled []string
 	for _, q := range queues {
 		qw := worker.New(c, q, wopts)
 		opts.Workflows(qw)
 		qw.RegisterDynamicWorkflow(unknownWorkflow(cmp.Or(opts.BuildID, "unversioned")), workflow.DynamicRegisterOptions{})
 		activities.Register(qw, acts)
-		ws.ws = append(ws.ws, qw)
+		lw := worker.New(c, workflows.InteractiveQueue(q), lane)
+		activities.Register(lw, acts)
+		ws.ws = append(ws.ws, qw, lw)
+		polled = append(polled, q, workflows.InteractiveQueue(q))
 	}
 	if opts.CleanupEvery > 0 {
 		for _, q := range queues {
@@ -247,7 +263,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	for i, r := range opts.WorkspaceRoots {
 		served[i] = r.String()
 	}
-	opts.Logger.Info("worker ready", zap.String("taskQueue", opts.TaskQueue), zap.Strings("taskQueues", queues),
+	opts.Logger.Info("worker ready", zap.String("taskQueue", opts.TaskQueue), zap.Strings("taskQueues", polled),
 		zap.Strings("workspaceRoots", served),
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs), zap.String("deploymentName", opts.DeploymentName),
@@ -265,9 +281,6 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		stopPublishing()
 		acts.ReleasePermits()
 		return closeStore()
-	}
-	if len(ws.ws) == 1 {
-		return ws.ws[0], cleanup, nil
 	}
 	return ws, cleanup, nil
 }

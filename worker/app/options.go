@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow/activities"
@@ -84,6 +85,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxConcurrentActivities < 0 {
 		return o, fmt.Errorf("app: max concurrent activities %d must not be negative", o.MaxConcurrentActivities)
 	}
+	if o.InteractiveActivities < 0 {
+		return o, fmt.Errorf("app: interactive activities %d must not be negative", o.InteractiveActivities)
+	}
 	if o.SessionStore == "" {
 		// Explicit options first, then the environment, then the per-user directory.
 		switch {
@@ -130,7 +134,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.Workflows == nil {
-		o.Workflows = workflows.Register
+		// New polls each queue's interactive lane.
+		o.Workflows = func(r worker.WorkflowRegistry) {
+			workflows.RegisterWithOptions(r, workflows.RegisterOptions{InteractiveLane: true})
+		}
 	}
 	if o.DeploymentName == "" {
 		o.DeploymentName = os.Getenv(EnvDeploymentName)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/bench/figures"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
@@ -45,7 +46,8 @@ const (
 //     would queue behind the batches);
 //
 // and batch-share, the tasks one batch finished over the other's by the end, 1 for their equal
-// weights.
+// weights. With SUBFLOW_BENCH_RECORD=1 it appends the p50 and p99 of each case to
+// bench/results/interactive-latency.tsv and redraws docs/img/interactive-latency.svg.
 //
 //	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkInteractiveLatency(b *testing.B) {
@@ -130,6 +132,17 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 		if done[1] > 0 {
 			b.ReportMetric(float64(done[0])/float64(done[1]), "batch-share")
 		}
+		record(b, "BenchmarkInteractiveLatency", func(s recordStamp) error {
+			var rows []figures.LatencyRow
+			for _, c := range []struct {
+				name string
+				lat  []time.Duration
+			}{{"idle", idle}, {"loaded", loaded}, {"fair-only", fairOnly}} {
+				rows = append(rows, figures.LatencyRow{Date: s.date, Server: s.server, Case: c.name,
+					P50ms: ms(percentile(c.lat, 50)), P99ms: ms(percentile(c.lat, 99)), Note: s.note})
+			}
+			return figures.AppendLatency(filepath.Join(resultsDir, figures.LatencyFile), rows...)
+		})
 	}
 	b.ReportMetric(0, "ns/op")
 }

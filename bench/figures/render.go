@@ -28,8 +28,9 @@ var CurveSizes = []int{1_000, 10_000, 50_000, 100_000}
 // curveServers are the servers the cost curve always shows, measured or not.
 var curveServers = []string{"embedded", "cluster"}
 
-// serverColors keeps a server's colour the same in both cost pictures.
-var serverColors = map[string]string{"embedded": "#0072b2", "cluster": "#e69f00"}
+// serverColors keeps a server's colour the same in both cost pictures: curveServers' first,
+// then the others' in the order they appear (Okabe–Ito, colour-blind safe).
+var serverColors = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9"}
 
 // Render reads the figures files in resultsDir and writes the pictures into imgDir.
 func Render(resultsDir, imgDir string) error {
@@ -119,15 +120,17 @@ func CostCharts(rows []CostRow) (runs, rss plot.LineChart) {
 		XLabel: "tasks in the batch (log scale)", YLabel: "runs/s", LogX: true, XTicks: ticks}
 	rss = plot.LineChart{Title: "Cost curve: peak RSS against the batch's size (BenchmarkBatch10k)",
 		XLabel: "tasks in the batch (log scale)", YLabel: "peak RSS (MB)", LogX: true, XTicks: ticks}
+	all := servers(rows)
 	series := func(server, name string, dashed bool, value func(CostRow) float64) plot.Series {
-		s := plot.Series{Name: name + ", " + server, Color: serverColors[server], Dashed: dashed}
+		color := serverColors[slices.Index(all, server)%len(serverColors)]
+		s := plot.Series{Name: name + ", " + server, Color: color, Dashed: dashed}
 		for _, n := range slices.Sorted(maps.Keys(latest[server])) {
 			s.Points = append(s.Points, plot.Point{X: float64(n), Y: value(latest[server][n])})
 		}
 		return s
 	}
 	var dates, unmeasuredServers []string
-	for _, server := range servers(rows) {
+	for _, server := range all {
 		runs.Series = append(runs.Series,
 			series(server, "subflow Batch", false, func(r CostRow) float64 { return r.RunsPerSec }),
 			series(server, "engine ceiling", true, func(r CostRow) float64 { return r.CeilingRunsPerSec }))

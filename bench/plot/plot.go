@@ -8,6 +8,7 @@ package plot
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -218,7 +219,7 @@ func (c LineChart) WriteSVG(w io.Writer) error {
 			dash = ` stroke-dasharray="6 4"`
 		}
 		pts := slices.Clone(sr.Points)
-		slices.SortStableFunc(pts, func(a, b Point) int { return compare(a.X, b.X) })
+		slices.SortStableFunc(pts, func(a, b Point) int { return cmp.Compare(a.X, b.X) })
 		s.printf(`<g class="series" data-name="%s">`+"\n", esc(sr.Name))
 		// A point not measured breaks the line: each run of drawable points is a polyline.
 		var run []string
@@ -377,16 +378,6 @@ func autoXTicks(lo, hi float64, log bool) []Tick {
 		ticks = append(ticks, Tick{v, Number(v)})
 	}
 	return ticks
-}
-
-func compare(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // num formats a coordinate: two decimals at most, so that the file reads and diffs well.

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/subflow-dev/subflow/bench/figures"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -41,7 +42,9 @@ const (
 // (ceiling-children-runs/s-*, and runs/s-vs-ceiling-* the batch's share of it; ceiling-big-vs-ref
 // is how much of the slowdown with size is the engine's). It reports, for each size, runs/s from the
 // starter's start to its exit, the batch's history bytes per continue-as-new run (mean and
-// largest), and the peak RSS of the worker and of the starter (VmHWM, read every 100 ms):
+// largest), and the peak RSS of the worker and of the starter (VmHWM, read every 100 ms).
+// With SUBFLOW_BENCH_RECORD=1 it appends runs/s, the ceiling and the peak RSS of both sizes to
+// bench/results/cost-curve.tsv and redraws the cost curve's pictures in docs/img:
 //
 //	go test -run '^$' -bench Batch10k -benchtime 1x -timeout 60m ./bench/
 func BenchmarkBatch10k(b *testing.B) {
@@ -96,6 +99,14 @@ func BenchmarkBatch10k(b *testing.B) {
 		b.ReportMetric(big.runsPerSec/ref.runsPerSec, "runs/s-big-vs-ref")
 		b.ReportMetric(big.starterMB/ref.starterMB, "starter-rss-big-vs-ref")
 		b.ReportMetric(big.workerMB/ref.workerMB, "worker-rss-big-vs-ref")
+		record(b, "BenchmarkBatch10k", func(s recordStamp) error {
+			row := func(n int, r batchRun, ceiling float64) figures.CostRow {
+				return figures.CostRow{Date: s.date, Server: s.server, Tasks: n, RunsPerSec: r.runsPerSec,
+					CeilingRunsPerSec: ceiling, WorkerMB: r.workerMB, StarterMB: r.starterMB, Note: s.note}
+			}
+			return figures.AppendCost(filepath.Join(resultsDir, figures.CostFile),
+				row(batch10kReference, ref, refCeiling), row(runs, big, bigCeiling))
+		})
 	}
 	b.ReportMetric(0, "ns/op")
 }

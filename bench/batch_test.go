@@ -1,5 +1,7 @@
 // Package bench measures subflow end to end on the embedded Temporal server. Its figures
-// are recorded in docs/benchmarks.md.
+// are recorded in docs/benchmarks.md; BenchmarkBatch10k and BenchmarkInteractiveLatency also
+// append theirs to bench/results when asked (SUBFLOW_BENCH_RECORD=1), which the pictures
+// there are drawn from (package figures).
 package bench
 
 import (

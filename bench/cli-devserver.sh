@@ -84,5 +84,5 @@ args=("$@")
 if [ ${#args[@]} -eq 0 ]; then
 	args=(-bench HotPath)
 fi
-SUBFLOW_BENCH_TEMPORAL_ADDRESS=127.0.0.1:$port \
+SUBFLOW_BENCH_SERVER=cli-devserver SUBFLOW_BENCH_TEMPORAL_ADDRESS=127.0.0.1:$port \
 	go test -run '^$' -benchtime 1x -timeout 30m "${args[@]}" ./bench/

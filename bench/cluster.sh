@@ -11,7 +11,9 @@
 # ${TMPDIR:-/tmp}/subflow-local-cluster), and stops the cluster's own two subflow workers while
 # it measures: the benchmark runs its own in-process worker on both servers, so only the
 # server differs. The workers are started again when it exits; a cluster it brought up is
-# stopped (not purged).
+# stopped (not purged). With SUBFLOW_BENCH_RECORD=1, a benchmark that records its figures in
+# bench/results (BenchmarkBatch10k, BenchmarkInteractiveLatency) records the cluster's as server
+# "cluster" and the embedded server's as "embedded".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +43,6 @@ if [ ${#args[@]} -eq 0 ]; then
 	args=(-bench HotPath)
 fi
 log "the cluster at $address (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-SUBFLOW_BENCH_TEMPORAL_ADDRESS=$address go test -run '^$' -benchtime 1x -timeout 60m "${args[@]}" ./bench/
+SUBFLOW_BENCH_SERVER=cluster SUBFLOW_BENCH_TEMPORAL_ADDRESS=$address go test -run '^$' -benchtime 1x -timeout 60m "${args[@]}" ./bench/
 log "the embedded server (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 go test -run '^$' -benchtime 1x -timeout 60m "${args[@]}" ./bench/

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/bench/figures"
 	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
@@ -49,7 +50,9 @@ const (
 // with each case's <case>-queued-p50-ms, how long a run's tasks waited in task queues (the sum
 // of their schedule-to-start, from its history): the rest of its latency is the work itself,
 // which the load slows when it takes the machine's CPU. And batch-share, the tasks one batch
-// finished over the other's by the end, 1 for their equal weights.
+// finished over the other's by the end, 1 for their equal weights. With SUBFLOW_BENCH_RECORD=1
+// it appends the p50 and p99 of each case to bench/results/interactive-latency.tsv and
+// redraws docs/img/interactive-latency.svg.
 //
 //	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkInteractiveLatency(b *testing.B) {
@@ -139,6 +142,17 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 		if done[1] > 0 {
 			b.ReportMetric(float64(done[0])/float64(done[1]), "batch-share")
 		}
+		record(b, "BenchmarkInteractiveLatency", func(s recordStamp) error {
+			var rows []figures.LatencyRow
+			for _, c := range []struct {
+				name string
+				lat  []time.Duration
+			}{{"idle", idle}, {"loaded", loaded}, {"fair-only", fairOnly}} {
+				rows = append(rows, figures.LatencyRow{Date: s.date, Server: s.server, Case: c.name,
+					P50ms: ms(percentile(c.lat, 50)), P99ms: ms(percentile(c.lat, 99)), Note: s.note})
+			}
+			return figures.AppendLatency(filepath.Join(resultsDir, figures.LatencyFile), rows...)
+		})
 	}
 	b.ReportMetric(0, "ns/op")
 }

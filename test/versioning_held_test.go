@@ -34,11 +34,12 @@ func unpolledVersion(t *testing.T, deployment, buildID, queue string) {
 	stop := deployedWorker(t, deployment, buildID, queue, nil)
 	h := env.c.WorkerDeploymentClient().GetHandle(deployment)
 	v := worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: buildID}
-	// The version knows its queues a moment after its first poll.
+	// The version knows its queues a moment after its first poll: queue's workflow and
+	// activity types, and its interactive lane's activity type.
 	require.Eventually(t, func() bool {
 		d, err := h.DescribeVersion(context.Background(), client.WorkerDeploymentDescribeVersionOptions{BuildID: buildID})
-		return err == nil && len(d.Info.TaskQueuesInfos) == 2
-	}, waitLimit, 50*time.Millisecond, "build %s polls %s", buildID, queue)
+		return err == nil && len(d.Info.TaskQueuesInfos) == 3
+	}, waitLimit, 50*time.Millisecond, "build %s polls %s and its lane", buildID, queue)
 	stop()
 	require.Eventually(t, func() bool {
 		q, err := subflow.ReadQueueVersions(context.Background(), env.c, queue)

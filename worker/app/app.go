@@ -247,6 +247,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		lw := worker.New(c, workflows.InteractiveQueue(q), lane)
 		activities.Register(lw, acts)
 		ws.ws = append(ws.ws, qw, lw)
+		ws.lanes = append(ws.lanes, lw)
 		polled = append(polled, q, workflows.InteractiveQueue(q))
 	}
 	if opts.CleanupEvery > 0 {
@@ -306,31 +307,44 @@ func workerIdentity(roots []subflow.WorkspaceRoot) string {
 	return subflow.WorkerIdentity(fmt.Sprintf("%d@%s@", os.Getpid(), host), roots)
 }
 
-// multiWorker runs one Temporal worker per task queue of a worker serving host-local roots
-// as one worker.Worker: registrations go to every queue, Start, Run and Stop cover all.
+// multiWorker runs the Temporal workers of a worker/app worker as one worker.Worker: one
+// per task queue it serves, and one per queue's interactive lane. Workflow and Nexus
+// registrations go to every queue's worker, activity registrations to every worker; Start,
+// Run and Stop cover all.
 type multiWorker struct {
-	ws      []worker.Worker
+	ws []worker.Worker
+	// lanes are the workers of ws that poll an interactive lane: activities only.
+	lanes   []worker.Worker
 	stopped chan struct{}
 	once    sync.Once
 }
 
-// each calls register on every queue's worker: a registration goes to every queue.
+// each calls register on every worker, lanes included.
 func (m *multiWorker) each(register func(worker.Worker)) {
 	for _, x := range m.ws {
 		register(x)
 	}
 }
 
+// eachQueue calls register on every queue's worker: a lane runs no workflows.
+func (m *multiWorker) eachQueue(register func(worker.Worker)) {
+	for _, x := range m.ws {
+		if !slices.Contains(m.lanes, x) {
+			register(x)
+		}
+	}
+}
+
 func (m *multiWorker) RegisterWorkflow(w any) {
-	m.each(func(x worker.Worker) { x.RegisterWorkflow(w) })
+	m.eachQueue(func(x worker.Worker) { x.RegisterWorkflow(w) })
 }
 
 func (m *multiWorker) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
-	m.each(func(x worker.Worker) { x.RegisterWorkflowWithOptions(w, o) })
+	m.eachQueue(func(x worker.Worker) { x.RegisterWorkflowWithOptions(w, o) })
 }
 
 func (m *multiWorker) RegisterDynamicWorkflow(w any, o workflow.DynamicRegisterOptions) {
-	m.each(func(x worker.Worker) { x.RegisterDynamicWorkflow(w, o) })
+	m.eachQueue(func(x worker.Worker) { x.RegisterDynamicWorkflow(w, o) })
 }
 
 func (m *multiWorker) RegisterActivity(a any) {
@@ -346,7 +360,7 @@ func (m *multiWorker) RegisterDynamicActivity(a any, o activity.DynamicRegisterO
 }
 
 func (m *multiWorker) RegisterNexusService(s *nexus.Service) {
-	m.each(func(x worker.Worker) { x.RegisterNexusService(s) })
+	m.eachQueue(func(x worker.Worker) { x.RegisterNexusService(s) })
 }
 
 // Start starts every queue's worker; when one fails, those already started are stopped.

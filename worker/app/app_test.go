@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -94,6 +95,9 @@ func TestDefaultSDKCommandPassesThePresetsFile(t *testing.T) {
 	assert.Equal(t, []string{ChildRuntimeArg, "--config", filepath.Join(wd, "presets.json")}, args)
 }
 
+// TestNewBuildsAWorkerOverTheFileStore: New's worker takes workflows and activities of the
+// caller's own beside subflow's, as any worker.Worker does; its interactive lanes, which run
+// activities only, do not refuse the workflows.
 func TestNewBuildsAWorkerOverTheFileStore(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "nested", "sessions")
 	c, err := client.NewLazyClient(client.Options{})
@@ -103,6 +107,10 @@ func TestNewBuildsAWorkerOverTheFileStore(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, w)
 	assert.DirExists(t, root)
+	assert.NotPanics(t, func() {
+		w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "Mine"})
+		w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "MyActivity"})
+	})
 	require.NoError(t, cleanup())
 }
 

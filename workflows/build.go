@@ -130,12 +130,13 @@ func (m *buildMove) behavior(ctx workflow.Context) workflow.ContinueAsNewVersion
 // build, during which the run's coroutines and handlers go on (a child ends, an update
 // lands); so the caller takes the state it hands over after settle returns, with nothing
 // left to change it: state taken before the check once handed over a child the run had
-// already counted, and the next run counted it again.
+// already counted, and the next run counted it again. When idleCtx is cancelled, settle
+// returns at once, and the caller sees its cancellation.
 func (m *buildMove) settle(ctx, idleCtx workflow.Context, idle func() bool) workflow.ContinueAsNewVersioningBehavior {
 	for {
-		_ = workflow.Await(idleCtx, idle)
+		err := workflow.Await(idleCtx, idle)
 		behavior := m.behavior(ctx)
-		if idle() {
+		if err != nil || idle() {
 			return behavior
 		}
 	}

@@ -165,10 +165,10 @@ func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedCh
 
 // describeRate bounds the describes a batch's results make per second for the runs
 // visibility does not list yet. Each describe reads the namespace's search attributes, and a
-// server that refreshes them on every read (as the deployed shape's dynamic config does)
-// counts every one against its frontend's persistence rate limit: a burst of a few thousand
-// exhausts it, and the visibility list that follows fails ("System Persistence Max QPS
-// Reached") until the client's deadline.
+// server that refreshes them on every read (system.forceSearchAttributesCacheRefreshOnRead,
+// which the deployed shape once set) counts every one against its frontend's persistence
+// rate limit: a burst of a few thousand exhausts it, and the visibility list that follows
+// fails ("System Persistence Max QPS Reached") until the client's deadline.
 const describeRate = 100
 
 // describeChild finds the child of task n of batch id by its derived workflow id

@@ -32,9 +32,9 @@ func runOwner(ctx context.Context, given string) string {
 
 // checkOwner refuses, before anything is written, to create or publish session id for
 // childID when the session exists and another run created it (its header's Owner is not
-// owner, this run's: runOwner): the run would otherwise take over its output. A retry of the same run finds
-// its own owner and passes. what names the session in the message ("its session", "its
-// root session <id>").
+// owner, this run's: runOwner): the run would otherwise take over its output. A retry of the
+// same run finds its own owner and passes. what names the session in the message ("its
+// session", "its root session <id>").
 func (a *Activities) checkOwner(ctx context.Context, owner, childID, id, what string) error {
 	if owner == "" || session.ValidateID(id) != nil {
 		return nil

@@ -1,4 +1,4 @@
-// Render redraws the pictures of docs/benchmarks.md (docs/img/cost-curve.svg,
+// Command render redraws the pictures of docs/benchmarks.md (docs/img/cost-curve.svg,
 // docs/img/cost-curve-rss.svg, docs/img/interactive-latency.svg) from the figures files in
 // bench/results. Run it from the repository's root:
 //

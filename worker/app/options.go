@@ -134,10 +134,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.Workflows == nil {
-		// New polls each queue's interactive lane.
-		o.Workflows = func(r worker.WorkflowRegistry) {
-			workflows.RegisterWithOptions(r, workflows.RegisterOptions{InteractiveLane: true})
-		}
+		o.Workflows = registerWorkflows
 	}
 	if o.DeploymentName == "" {
 		o.DeploymentName = os.Getenv(EnvDeploymentName)
@@ -157,4 +154,10 @@ func (o Options) withDefaults() (Options, error) {
 			o.DeploymentName, EnvBuildID)
 	}
 	return o, nil
+}
+
+// registerWorkflows registers subflow's workflows as New's workers run them: with the
+// interactive lane, which New polls beside each queue. Replay replays with the same.
+func registerWorkflows(r worker.WorkflowRegistry) {
+	workflows.RegisterWithOptions(r, workflows.RegisterOptions{InteractiveLane: true})
 }

@@ -21,8 +21,6 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/subflow-dev/subflow/workflows"
 )
 
 // DefaultReplayClosed is ReplayOptions.Closed when 0: how many of the latest closed runs the
@@ -49,7 +47,7 @@ type ReplayOptions struct {
 	// DeploymentName and BuildID are the version this build will serve: a run Pinned to
 	// another version finishes there and is never replayed here, so it is skipped.
 	DeploymentName, BuildID string
-	// Workflows registers this build's workflows; nil means workflows.Register.
+	// Workflows registers this build's workflows; nil means as New registers them.
 	Workflows func(worker.WorkflowRegistry)
 	// Logger receives the replayer's logs; nil logs nothing.
 	Logger log.Logger
@@ -79,7 +77,7 @@ func (f ReplayFailure) Error() string { return f.Run + ": " + f.Err.Error() }
 // not be listed at all, so nothing is known.
 func Replay(ctx context.Context, opts ReplayOptions) (ReplayReport, error) {
 	if opts.Workflows == nil {
-		opts.Workflows = workflows.Register
+		opts.Workflows = registerWorkflows
 	}
 	if opts.Logger == nil {
 		// The replayer logs each failure as a workflow panic; the report names them.

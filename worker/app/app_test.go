@@ -161,6 +161,8 @@ func TestNewRejectsBadSlotsAndSubagentSettings(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "sessions")
 	_, _, err = New(c, Options{SessionRoot: root, MaxConcurrentActivities: -1})
 	assert.ErrorContains(t, err, "max concurrent activities -1 must not be negative")
+	_, _, err = New(c, Options{SessionRoot: root, InteractiveActivities: -1})
+	assert.ErrorContains(t, err, "interactive activities -1 must not be negative")
 	_, _, err = New(c, Options{SessionRoot: root, SubagentProvider: "nope"})
 	assert.ErrorContains(t, err, `no subagent provider registered for "nope"`)
 	two, err := subagent.MaxDepthLimit(2)

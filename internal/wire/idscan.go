@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -29,7 +31,7 @@ type idScanner struct {
 	// At depth 1: expectKey until a key's string, then inKey while it is read, then the
 	// member's value follows its colon.
 	expectKey, inKey bool
-	key              []byte // the key being read, at most len("method")+1 bytes kept
+	key              []byte // the key being read, at most maxKeyBytes kept
 	keyLong          bool
 	inValue          bool   // reading the value of a depth-1 member
 	capture          bool   // that member is "id"
@@ -86,7 +88,7 @@ func (s *idScanner) step(c byte) {
 				s.inKey = false
 				return
 			}
-			if len(s.key) > len("method") {
+			if len(s.key) >= maxKeyBytes {
 				s.keyLong = true
 			} else {
 				s.key = append(s.key, c)
@@ -108,16 +110,13 @@ func (s *idScanner) step(c byte) {
 		s.keep(c)
 	case ':':
 		if s.depth == 1 && !s.inValue {
-			name := string(s.key)
-			if s.keyLong {
-				name = ""
-			}
+			name := s.keyName()
 			s.inValue = true
-			s.capture = name == "id"
+			s.capture = strings.EqualFold(name, "id")
 			if s.capture {
 				s.sawID, s.idDone, s.idLong, s.id = true, false, false, s.id[:0]
 			}
-			s.sawMethod = s.sawMethod || name == "method"
+			s.sawMethod = s.sawMethod || strings.EqualFold(name, "method")
 			return
 		}
 		s.keep(c)
@@ -142,6 +141,29 @@ func (s *idScanner) step(c byte) {
 	default:
 		s.keep(c)
 	}
+}
+
+// maxKeyBytes is the most of a key the scanner keeps: enough for "method" with every letter
+// escaped (\u006d…), six bytes each.
+const maxKeyBytes = 6 * len("method")
+
+// keyName is the key just read as encoding/json reads it (its escapes decoded), "" for one
+// too long to be "id" or "method". The scanner then matches it without regard to case, as the
+// decoder matches a member to a field (strings.EqualFold), so that both find the same
+// request.
+func (s *idScanner) keyName() string {
+	if s.keyLong {
+		return ""
+	}
+	if bytes.IndexByte(s.key, '\\') < 0 {
+		return string(s.key)
+	}
+	var name string
+	// The closing quote was not kept; the key's bytes are those of a JSON string's body.
+	if json.Unmarshal(append(append([]byte{'"'}, s.key...), '"'), &name) != nil {
+		return ""
+	}
+	return name
 }
 
 func (s *idScanner) endValue() {

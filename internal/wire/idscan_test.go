@@ -36,6 +36,12 @@ func TestIDScanner(t *testing.T) {
 		{`{"params":{"id":1,"method":"m"}}`, ``},
 		{`[{"id":1,"method":"m"}]`, ``},
 		{`{"i\"d":1,"method":"m","id":4}`, `4`},
+		// Members are matched as encoding/json matches them to fields: without regard to
+		// case, and with their escapes decoded.
+		{`{"id":7,"meThod":"m"}`, `7`},
+		{`{"ID":8,"Method":"m"}`, `8`},
+		{`{"\u0069d":9,"\u006d\u0065\u0074\u0068\u006f\u0064":"m"}`, `9`},
+		{`{"\u0069d2":10,"method":"m"}`, ``},
 		{`{"id":"` + strings.Repeat("x", MaxIDBytes) + `","method":"m"}`, `null`},
 		{`{"id":5,"method":"m","params":` + strings.Repeat(`{"a":`, 50_000), `5`},
 	} {

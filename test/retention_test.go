@@ -36,8 +36,12 @@ import (
 // retentionRuns is the number of short runs the retention tests clean up after.
 const retentionRuns = 1000
 
+// retention is the retention the retention tests give their workers (--retention): short,
+// since each test waits it out between its runs and the cleanup.
+const retention = 20 * time.Second
+
 // TestRetentionCleanup runs 1,000 short runs (a batch, some with results and requests stored
-// by reference) on the file store with a 1-minute retention (worker --retention 1m), then
+// by reference) on the file store with a short retention (worker --retention), then
 // the cleanup: a dry run through `starter gc` removes nothing; a cleanup killed mid-way (its
 // worker SIGKILLed, its workflow terminated) loses nothing it should keep; the next
 // scheduled one finishes, and the store is back to its size before the runs, but for what a
@@ -79,7 +83,7 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	// The worker creates the queue's cleanup Schedule, which the test triggers itself: the
 	// default hourly one would clean up on its own once within the hour, in the middle of the
 	// test.
-	w1 := f.startWorker("--retention", "1m", "--gc-every", "8760h")
+	w1 := f.startWorker("--retention", retention.String(), "--gc-every", "8760h")
 	long := f.startWorkerOn(queue2, "--gc-every", "0")
 	cwd := t.TempDir()
 
@@ -155,10 +159,10 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	require.GreaterOrEqual(t, len(owned), 2*retentionRuns, "a root and a child session per run")
 	removable := len(owned) - len(keep)
 
-	// Everything closed a minute ago at the latest once the retention has passed.
-	time.Sleep(time.Minute + 2*time.Second)
+	// Everything closed longer than the retention ago once it has passed.
+	time.Sleep(retention + 2*time.Second)
 
-	code, stdout, stderr = runStarterFor(t, 5*time.Minute, dir, "gc", "--dry-run", "--older-than", "1m", "--task-queue", f.taskQueue)
+	code, stdout, stderr = runStarterFor(t, 5*time.Minute, dir, "gc", "--dry-run", "--older-than", retention.String(), "--task-queue", f.taskQueue)
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	t.Logf("starter gc --dry-run:\n%s", stdout)
 	assert.Contains(t, stdout, fmt.Sprintf("would remove %d stored items, ", removable))
@@ -196,10 +200,10 @@ func retentionCleanup(t *testing.T, storeSpec string) {
 	}
 
 	// The next scheduled cleanup, on a new worker, finishes.
-	w1 = f.startWorker("--retention", "1m", "--gc-every", "8760h", "--metrics-addr", "127.0.0.1:0")
+	w1 = f.startWorker("--retention", retention.String(), "--gc-every", "8760h", "--metrics-addr", "127.0.0.1:0")
 	res := triggerCleanup(t, f.taskQueue)
 	t.Logf("the scheduled cleanup: %+v", res)
-	assert.Equal(t, time.Minute, res.Retention)
+	assert.Equal(t, retention, res.Retention)
 	assert.Equal(t, "older-than", res.Source, "the schedule carries the worker's --retention")
 	assert.Equal(t, len(left)-len(keep), res.Total().Items, "it removed what the killed one left")
 	assert.Equal(t, len(keep), res.Kept)

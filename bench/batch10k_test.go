@@ -150,7 +150,12 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 	workerPeak, starterPeak := peakRSS(w.Process.Pid), peakRSS(s.Process.Pid)
 	err := s.Wait()
 	elapsed := time.Since(begin)
-	r := batchRun{runsPerSec: float64(n) / elapsed.Seconds(), starterMB: starterPeak(), workerMB: workerPeak()}
+	r := batchRun{runsPerSec: float64(n) / elapsed.Seconds()}
+	var workerByMinute, starterByMinute []float64
+	r.workerMB, workerByMinute = workerPeak()
+	r.starterMB, starterByMinute = starterPeak()
+	b.Logf("%d tasks: peak RSS in MB at the end of each minute (minute:MB), worker%s; starter%s",
+		n, minutes(workerByMinute), minutes(starterByMinute))
 	_ = w.Process.Signal(syscall.SIGTERM)
 	_ = w.Wait()
 	require.NoError(b, err, "starter: %s", stderr.String())
@@ -160,31 +165,53 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 }
 
 // peakRSS reads the high-water mark of process pid's RSS (VmHWM) every 100 ms until the
-// returned function is called, which returns the last one read in MB: the process's peak
-// but for its last 100 ms.
-func peakRSS(pid int) func() float64 {
+// returned function is called, which returns the last one read in MB (the process's peak
+// but for its last 100 ms) and the one read at the end of each minute before: a peak reached
+// in the first minutes and flat after is the hand-over's or the GC's, one that climbs to
+// the end grows with the batch.
+func peakRSS(pid int) func() (peak float64, byMinute []float64) {
 	done := make(chan struct{})
-	result := make(chan float64, 1)
+	type result struct {
+		peak     float64
+		byMinute []float64
+	}
+	out := make(chan result, 1)
 	go func() {
+		var r result
 		var peak int64
+		begin := time.Now()
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			if kb, err := procStatusKB(pid, "VmHWM"); err == nil {
 				peak = max(peak, kb)
 			}
+			if time.Since(begin) >= time.Duration(len(r.byMinute)+1)*time.Minute {
+				r.byMinute = append(r.byMinute, float64(peak)/1024)
+			}
 			select {
 			case <-done:
-				result <- float64(peak) / 1024
+				r.peak = float64(peak) / 1024
+				out <- r
 				return
 			case <-t.C:
 			}
 		}
 	}()
-	return func() float64 {
+	return func() (float64, []float64) {
 		close(done)
-		return <-result
+		r := <-out
+		return r.peak, r.byMinute
 	}
+}
+
+// minutes formats peaks read at the end of each minute, in MB.
+func minutes(mb []float64) string {
+	var b strings.Builder
+	for i, v := range mb {
+		fmt.Fprintf(&b, " %d:%.0f", i+1, v)
+	}
+	return b.String()
 }
 
 // historyBytes returns the mean and largest history size of the runs of workflow id, and

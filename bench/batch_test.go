@@ -7,6 +7,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
@@ -62,8 +64,11 @@ func run(m *testing.M) int {
 	if addr := os.Getenv(externalServerEnv); addr != "" {
 		// Another server, e.g. the stock CLI dev server of bench/cli-devserver.sh, with
 		// the search attributes of workflows.SearchAttributes registered.
+		// Warnings only, as the embedded server's client: the SDK's default logger writes a
+		// line per workflow and activity of the ceilings' worker.
 		env.addr, env.namespace = addr, "default"
-		env.c, err = client.Dial(client.Options{HostPort: addr, Namespace: env.namespace})
+		env.c, err = client.Dial(client.Options{HostPort: addr, Namespace: env.namespace,
+			Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	} else {
 		var srv *devserver.Server
 		srv, err = devserver.Start(ctx, devserver.Options{UIPort: devserver.NoUI, LogLevel: "error"})

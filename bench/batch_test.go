@@ -63,9 +63,9 @@ func run(m *testing.M) int {
 	env.tmp = tmp
 	if addr := os.Getenv(externalServerEnv); addr != "" {
 		// Another server, e.g. the stock CLI dev server of bench/cli-devserver.sh, with
-		// the search attributes of workflows.SearchAttributes registered.
-		// Warnings only, as the embedded server's client: the SDK's default logger writes a
-		// line per workflow and activity of the ceilings' worker.
+		// the search attributes of workflows.SearchAttributes registered. Its client logs
+		// warnings only, as the embedded server's does: the SDK's default logger would write
+		// a line per workflow and activity of the ceilings' worker.
 		env.addr, env.namespace = addr, "default"
 		env.c, err = client.Dial(client.Options{HostPort: addr, Namespace: env.namespace,
 			Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -140,27 +140,86 @@ func childOf(info *workflowpb.WorkflowExecutionInfo) (ch listedChild, ok bool) {
 	return ch, true
 }
 
-// batchChildren lists the StartSubagent runs of batch id (visibility: SubagentBatch = id),
-// with their task numbers from the memo.
-func batchChildren(ctx context.Context, c tclient.Client, id string) ([]listedChild, error) {
+// eachBatchChild calls each with every StartSubagent run of batch id that visibility lists
+// (SubagentBatch = id), with its task number from the memo, a page of the list at a time.
+func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(listedChild)) error {
 	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
-	var children []listedChild
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: 1000})
 		if err != nil {
-			return nil, fmt.Errorf("list runs of batch %s: %w", id, err)
+			return fmt.Errorf("list runs of batch %s: %w", id, err)
 		}
 		for _, info := range resp.GetExecutions() {
 			if ch, ok := childOf(info); ok {
-				children = append(children, ch)
+				each(ch)
 			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
+			return nil
 		}
 	}
-	return children, nil
+}
+
+// closedChildren is what reading the results of a batch's closed children needs, indexed by
+// task number. It holds one small entry per task, not what visibility lists, so that a batch
+// of 100,000 tasks is read back in a few MB: a child's workflow id is derived from the batch
+// id and its task number unless the task named its own, its run id is kept as 16 bytes, and
+// the children's task queues share their strings.
+type closedChildren struct {
+	batch  string
+	byTask []closedChild
+	queues map[string]string
+	count  int
+}
+
+// closedChild is one closed child of closedChildren; closed is false for a task whose child
+// is not known to have closed.
+type closedChild struct {
+	closed     bool
+	run        uuid.UUID
+	execution  *commonpb.WorkflowExecution // when the workflow id is not derived, or the run id not a UUID
+	taskQueue  string
+	durationMs int64
+}
+
+func newClosedChildren(batch string, tasks int) *closedChildren {
+	return &closedChildren{batch: batch, byTask: make([]closedChild, tasks), queues: map[string]string{}}
+}
+
+func (cs *closedChildren) has(n int) bool { return n < len(cs.byTask) && cs.byTask[n].closed }
+
+// add keeps ch when it closed and its task has no closed child yet.
+func (cs *closedChildren) add(ch listedChild) {
+	if ch.close == 0 || cs.has(ch.index) {
+		return
+	}
+	if ch.index >= len(cs.byTask) {
+		cs.byTask = append(cs.byTask, make([]closedChild, ch.index+1-len(cs.byTask))...)
+	}
+	q, ok := cs.queues[ch.taskQueue]
+	if !ok {
+		q = ch.taskQueue
+		cs.queues[q] = q
+	}
+	e := closedChild{closed: true, taskQueue: q, durationMs: max(ch.close-ch.start, 0)}
+	run, err := uuid.Parse(ch.execution.GetRunId())
+	if err == nil && ch.execution.GetWorkflowId() == workflows.BatchChildWorkflowID(cs.batch, ch.index) {
+		e.run = run
+	} else {
+		e.execution = &commonpb.WorkflowExecution{WorkflowId: ch.execution.GetWorkflowId(), RunId: ch.execution.GetRunId()}
+	}
+	cs.byTask[ch.index] = e
+	cs.count++
+}
+
+// execution is the workflow execution of task n's closed child.
+func (cs *closedChildren) execution(n int) *commonpb.WorkflowExecution {
+	e := cs.byTask[n]
+	if e.execution != nil {
+		return e.execution
+	}
+	return &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(cs.batch, n), RunId: e.run.String()}
 }
 
 // describeRate bounds the describes a batch's results make per second for the runs
@@ -243,14 +302,15 @@ func BatchResults(ctx context.Context, c tclient.Client, id string, opts BatchRe
 // list misses is found by its derived workflow id, and when some are still missing it waits
 // up to opts.Wait, then emits the results it has and returns a *MissingResults error. A
 // result stored by reference is read back in full (ResolveOutcome). Results are read
-// batchResultFetchers at once, ahead of emit, and none is kept after emit returns, so
-// memory does not grow with the batch. An error from emit stops the reading and is returned.
+// batchResultFetchers at once, ahead of emit, and none is kept after emit returns: what
+// grows with the batch is a small entry per task (about 60 bytes) saying where its run is.
+// An error from emit stops the reading and is returned.
 func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts BatchResultsOptions, emit func(workflows.BatchResult) error) error {
 	sum, err := BatchSummaryOf(ctx, c, id)
 	if err != nil {
 		return err
 	}
-	found := map[int]listedChild{}
+	found := newClosedChildren(id, sum.Total)
 	skip := map[int]bool{} // tasks that could not start, or whose derived id finds nothing
 	for _, r := range sum.StartErrors {
 		skip[r.Index] = true
@@ -258,21 +318,15 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 	deadline := time.Now().Add(opts.Wait)
 	var short, told *MissingResults
 	for {
-		children, err := batchChildren(ctx, c, id)
-		if err != nil {
+		if err := eachBatchChild(ctx, c, id, found.add); err != nil {
 			return err
 		}
-		for _, ch := range children {
-			if _, seen := found[ch.index]; !seen && ch.close != 0 {
-				found[ch.index] = ch
-			}
-		}
-		missing := sum.Done - len(sum.StartErrors) - len(found)
+		missing := sum.Done - len(sum.StartErrors) - found.count
 		// Finished tasks that visibility does not list yet: their runs are found by id, at
 		// most describeRate a second.
 		pace := time.NewTicker(time.Second / describeRate)
 		for n := 0; n < sum.Total && missing > 0; n++ {
-			if _, seen := found[n]; seen || skip[n] {
+			if found.has(n) || skip[n] {
 				continue
 			}
 			select {
@@ -287,7 +341,7 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 			}
 			switch {
 			case ok && ch.close != 0:
-				found[n] = ch
+				found.add(ch)
 				missing--
 			case !ok:
 				skip[n] = true
@@ -300,7 +354,7 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 		m := &MissingResults{BatchID: id, Count: missing}
 		if sum.Done == sum.Total {
 			for n := range sum.Total {
-				if _, seen := found[n]; !seen && !slices.ContainsFunc(sum.StartErrors, func(r workflows.BatchResult) bool { return r.Index == n }) {
+				if !found.has(n) && !slices.ContainsFunc(sum.StartErrors, func(r workflows.BatchResult) bool { return r.Index == n }) {
 					m.Tasks = append(m.Tasks, n)
 				}
 			}
@@ -331,7 +385,7 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 // emitResults reads the results of the closed children in task order, batchResultFetchers
 // ahead of the one emitted, and passes them to emit interleaved with the tasks that could not
 // start (startErrors), all in task order.
-func emitResults(ctx context.Context, c tclient.Client, children map[int]listedChild, startErrors []workflows.BatchResult,
+func emitResults(ctx context.Context, c tclient.Client, children *closedChildren, startErrors []workflows.BatchResult,
 	emit func(workflows.BatchResult) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -344,7 +398,10 @@ func emitResults(ctx context.Context, c tclient.Client, children map[int]listedC
 	queue := make(chan *fetch, batchResultFetchers)
 	go func() {
 		defer close(queue)
-		for _, n := range slices.Sorted(maps.Keys(children)) {
+		for n := range children.byTask {
+			if !children.has(n) {
+				continue
+			}
 			f := &fetch{done: make(chan struct{})}
 			select {
 			case queue <- f:
@@ -353,7 +410,7 @@ func emitResults(ctx context.Context, c tclient.Client, children map[int]listedC
 			}
 			go func() {
 				defer close(f.done)
-				f.r, f.err = childResult(ctx, c, children[n])
+				f.r, f.err = childResult(ctx, c, n, children.execution(n), children.byTask[n])
 			}()
 		}
 	}()
@@ -384,10 +441,10 @@ func emitResults(ctx context.Context, c tclient.Client, children map[int]listedC
 	return nil
 }
 
-// childResult reads the result of a closed batch child.
-func childResult(ctx context.Context, c tclient.Client, ch listedChild) (workflows.BatchResult, error) {
+// childResult reads the result of ex, the closed child ch of task n.
+func childResult(ctx context.Context, c tclient.Client, n int, ex *commonpb.WorkflowExecution, ch closedChild) (workflows.BatchResult, error) {
 	var out workflows.Outcome
-	err := c.GetWorkflow(ctx, ch.execution.GetWorkflowId(), ch.execution.GetRunId()).Get(ctx, &out)
+	err := c.GetWorkflow(ctx, ex.GetWorkflowId(), ex.GetRunId()).Get(ctx, &out)
 	if ctx.Err() != nil {
 		return workflows.BatchResult{}, ctx.Err()
 	}
@@ -397,15 +454,15 @@ func childResult(ctx context.Context, c tclient.Client, ch listedChild) (workflo
 		// reference: read it back through the child's own task queue, whose workers reach
 		// the store it was written to.
 		if err := ResolveOutcome(ctx, c, ch.taskQueue, &res.Outcome); err != nil {
-			return workflows.BatchResult{}, fmt.Errorf("subflow: result of task %d of %s: %w", ch.index, ch.execution.GetWorkflowId(), err)
+			return workflows.BatchResult{}, fmt.Errorf("subflow: result of task %d of %s: %w", n, ex.GetWorkflowId(), err)
 		}
 	}
 	r := workflows.BatchResult{
-		Index:      ch.index,
-		WorkflowID: ch.execution.GetWorkflowId(),
+		Index:      n,
+		WorkflowID: ex.GetWorkflowId(),
 		ChildID:    res.Outcome.ChildID,
 		Error:      res.Error,
-		DurationMs: max(ch.close-ch.start, 0),
+		DurationMs: ch.durationMs,
 	}
 	if r.Error == "" {
 		r.Depth = res.Outcome.Depth
@@ -414,7 +471,7 @@ func childResult(ctx context.Context, c tclient.Client, ch listedChild) (workflo
 		r.Structured = res.Outcome.Result.Structured
 		r.InputTokens, r.OutputTokens = res.Outcome.Usage.InputTokens, res.Outcome.Usage.OutputTokens
 	}
-	in, err := StartInputOf(ctx, c, ch.execution.GetWorkflowId(), ch.execution.GetRunId())
+	in, err := StartInputOf(ctx, c, ex.GetWorkflowId(), ex.GetRunId())
 	if err != nil {
 		return r, err
 	}

@@ -1,0 +1,44 @@
+package subflow
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+
+	"github.com/subflow-dev/subflow/workflows"
+)
+
+// TestClosedChildrenKeepEachRun: the compact entries batch results keep give back the run
+// visibility listed, whether its workflow id is derived or the task's own, and whatever its
+// run id looks like; a run still open, or a second run of a task, changes nothing.
+func TestClosedChildrenKeepEachRun(t *testing.T) {
+	const batch = "batch-1"
+	derived := &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 0), RunId: uuid.NewString()}
+	own := &commonpb.WorkflowExecution{WorkflowId: "own-task-id", RunId: uuid.NewString()}
+	oddRun := &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 2), RunId: "not-a-uuid"}
+	beyond := &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 5), RunId: uuid.NewString()}
+
+	cs := newClosedChildren(batch, 4)
+	cs.add(listedChild{index: 0, execution: derived, start: 1000, close: 1500, taskQueue: "q"})
+	cs.add(listedChild{index: 0, execution: &commonpb.WorkflowExecution{WorkflowId: derived.WorkflowId, RunId: uuid.NewString()}, start: 1, close: 2, taskQueue: "q"})
+	cs.add(listedChild{index: 1, execution: own, start: 1000, close: 3000, taskQueue: "host-q"})
+	cs.add(listedChild{index: 2, execution: oddRun, start: 2000, close: 1000, taskQueue: "q"})
+	cs.add(listedChild{index: 3, execution: &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 3), RunId: uuid.NewString()}, start: 1000, taskQueue: "q"})
+	cs.add(listedChild{index: 5, execution: beyond, start: 0, close: 7, taskQueue: "q"})
+
+	assert.Equal(t, 4, cs.count)
+	for n, want := range map[int]*commonpb.WorkflowExecution{0: derived, 1: own, 2: oddRun, 5: beyond} {
+		require.True(t, cs.has(n), "task %d", n)
+		assert.Equal(t, want.WorkflowId, cs.execution(n).GetWorkflowId(), "task %d", n)
+		assert.Equal(t, want.RunId, cs.execution(n).GetRunId(), "task %d", n)
+	}
+	assert.False(t, cs.has(3), "a run still open is not a result")
+	assert.False(t, cs.has(4))
+	assert.Equal(t, int64(500), cs.byTask[0].durationMs, "the first closed run of a task is kept")
+	assert.Equal(t, int64(0), cs.byTask[2].durationMs, "a close before the start is no negative duration")
+	assert.Equal(t, "host-q", cs.byTask[1].taskQueue)
+	assert.Nil(t, cs.byTask[0].execution, "a derived workflow id is not stored")
+}

@@ -67,7 +67,7 @@ func run(m *testing.M) int {
 		// warnings only, as the embedded server's does: the SDK's default logger would write
 		// a line per workflow and activity of the ceilings' worker.
 		env.addr, env.namespace = addr, "default"
-		env.c, err = client.Dial(client.Options{HostPort: addr, Namespace: env.namespace,
+		env.c, err = subflow.Dial(ctx, client.Options{HostPort: addr, Namespace: env.namespace,
 			Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	} else {
 		var srv *devserver.Server

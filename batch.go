@@ -187,15 +187,15 @@ func newClosedChildren(batch string, tasks int) *closedChildren {
 	return &closedChildren{batch: batch, byTask: make([]closedChild, tasks), queues: map[string]string{}}
 }
 
-func (cs *closedChildren) has(n int) bool { return n < len(cs.byTask) && cs.byTask[n].closed }
+func (cs *closedChildren) has(n int) bool {
+	return n >= 0 && n < len(cs.byTask) && cs.byTask[n].closed
+}
 
-// add keeps ch when it closed and its task has no closed child yet.
+// add keeps ch when it closed and its task has no closed child yet. A task number outside
+// the batch's (a memo any client could have written) is no task of the batch: ignored.
 func (cs *closedChildren) add(ch listedChild) {
-	if ch.close == 0 || cs.has(ch.index) {
+	if ch.close == 0 || ch.index < 0 || ch.index >= len(cs.byTask) || cs.byTask[ch.index].closed {
 		return
-	}
-	if ch.index >= len(cs.byTask) {
-		cs.byTask = append(cs.byTask, make([]closedChild, ch.index+1-len(cs.byTask))...)
 	}
 	q, ok := cs.queues[ch.taskQueue]
 	if !ok {

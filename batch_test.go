@@ -13,13 +13,13 @@ import (
 
 // TestClosedChildrenKeepEachRun: the compact entries batch results keep give back the run
 // visibility listed, whether its workflow id is derived or the task's own, and whatever its
-// run id looks like; a run still open, or a second run of a task, changes nothing.
+// run id looks like; a run still open, a second run of a task, or a task number outside the
+// batch (a memo anyone could write) changes nothing.
 func TestClosedChildrenKeepEachRun(t *testing.T) {
 	const batch = "batch-1"
 	derived := &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 0), RunId: uuid.NewString()}
 	own := &commonpb.WorkflowExecution{WorkflowId: "own-task-id", RunId: uuid.NewString()}
 	oddRun := &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 2), RunId: "not-a-uuid"}
-	beyond := &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 5), RunId: uuid.NewString()}
 
 	cs := newClosedChildren(batch, 4)
 	cs.add(listedChild{index: 0, execution: derived, start: 1000, close: 1500, taskQueue: "q"})
@@ -27,16 +27,20 @@ func TestClosedChildrenKeepEachRun(t *testing.T) {
 	cs.add(listedChild{index: 1, execution: own, start: 1000, close: 3000, taskQueue: "host-q"})
 	cs.add(listedChild{index: 2, execution: oddRun, start: 2000, close: 1000, taskQueue: "q"})
 	cs.add(listedChild{index: 3, execution: &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 3), RunId: uuid.NewString()}, start: 1000, taskQueue: "q"})
-	cs.add(listedChild{index: 5, execution: beyond, start: 0, close: 7, taskQueue: "q"})
+	for _, n := range []int{-1, 4, 1 << 40} {
+		cs.add(listedChild{index: n, execution: &commonpb.WorkflowExecution{WorkflowId: "stray", RunId: uuid.NewString()}, start: 0, close: 7, taskQueue: "q"})
+	}
 
-	assert.Equal(t, 4, cs.count)
-	for n, want := range map[int]*commonpb.WorkflowExecution{0: derived, 1: own, 2: oddRun, 5: beyond} {
+	assert.Equal(t, 3, cs.count)
+	for n, want := range map[int]*commonpb.WorkflowExecution{0: derived, 1: own, 2: oddRun} {
 		require.True(t, cs.has(n), "task %d", n)
 		assert.Equal(t, want.WorkflowId, cs.execution(n).GetWorkflowId(), "task %d", n)
 		assert.Equal(t, want.RunId, cs.execution(n).GetRunId(), "task %d", n)
 	}
 	assert.False(t, cs.has(3), "a run still open is not a result")
 	assert.False(t, cs.has(4))
+	assert.False(t, cs.has(-1))
+	assert.Len(t, cs.byTask, 4, "a task number outside the batch grows nothing")
 	assert.Equal(t, int64(500), cs.byTask[0].durationMs, "the first closed run of a task is kept")
 	assert.Equal(t, int64(0), cs.byTask[2].durationMs, "a close before the start is no negative duration")
 	assert.Equal(t, "host-q", cs.byTask[1].taskQueue)

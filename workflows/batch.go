@@ -44,10 +44,11 @@ const AwaitChildTimeout = 30 * 24 * time.Hour
 //     counts, a stop-reason histogram, token totals and a duration histogram (BatchSummary,
 //     the answer to QueryProgress and to every update).
 //   - Children are started with ParentClosePolicy ABANDON, so a run continues as new after
-//     ContinueAsNewAfter starts without waiting for them: it hands the running children to
-//     the next run by workflow id (BatchState.Running), and that run awaits each with the
-//     AwaitChild activity, which long-polls the child's result through the client. A child
-//     that runs for hours thus holds one concurrency slot and never stalls the others.
+//     ContinueAsNewAfter starts waiting for them no longer than drainBound: it hands the
+//     children still running to the next run by workflow id (BatchState.Running), and that
+//     run awaits each with the AwaitChild activity, which long-polls the child's result
+//     through the client. A child that runs for hours thus holds one concurrency slot and
+//     stalls the others for no more than drainBound once a run.
 //   - Live control: UpdatePause, UpdateResume, UpdateResize and UpdateCancel, each answered
 //     with the new summary.
 //
@@ -84,7 +85,8 @@ func Batch(ctx workflow.Context, in BatchInput) (BatchSummary, error) {
 
 	if !b.cancelled && ctx.Err() == nil && (!b.exhausted || b.running > 0) {
 		// Continue as new once every started child has its workflow and no update is half
-		// done; the running children go on and the next run awaits them.
+		// done; children still running after the drain go on and the next run awaits them.
+		b.drain(ctx)
 		behavior := b.build.settle(ctx, bg, func() bool {
 			return b.starting == 0 && !b.saving && workflow.AllHandlersFinished(bg)
 		})
@@ -349,6 +351,19 @@ func (b *batch) load(ctx workflow.Context) error {
 		return fmt.Errorf("batch %s: page %d holds %d tasks, want %d", b.id, ref.Page, len(tasks), ref.Count)
 	}
 	return fmt.Errorf("batch %s: no stored page holds task %d", b.id, b.cursor)
+}
+
+// drainBound bounds how long a run that is due to continue as new waits for the children it
+// awaits to end. The server refuses a workflow task that closes a run while an event for the
+// run arrived (UnhandledCommand), and the SDK then replays the run's whole history before it
+// tries again: with children ending every few milliseconds a close failed twice in most runs,
+// each failure a replay of megabytes. A run whose children have all ended has nothing left to
+// arrive. Children still running after drainBound, the long ones, are handed over as before.
+const drainBound = 2 * time.Second
+
+// drain waits up to drainBound for the run's children to end, starting none (drainBound).
+func (b *batch) drain(ctx workflow.Context) {
+	_, _ = workflow.AwaitWithTimeout(ctx, drainBound, func() bool { return b.running == 0 || b.cancelled })
 }
 
 // historyFull reports whether this run's history is large enough to continue as new early.

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ const childRunTime = time.Minute
 // childRunTime to answer their prompt (or end aborted with "partial" when cancelled), a page
 // store in memory, and AwaitChild answering for the children an earlier run handed over.
 type batchFakes struct {
+	// runTime is how long each child runs; childRunTime when 0.
+	runTime  time.Duration
 	mu       sync.Mutex
 	running  int
 	peak     int
@@ -87,7 +90,7 @@ func (f *batchFakes) child(ctx workflow.Context, in StartInput) (Outcome, error)
 	if in.Request.Label == "reject" {
 		return Outcome{}, temporal.NewNonRetryableApplicationError("subagent depth 1 exceeds maxDepth 0", subagent.RuleDepthExceeded, nil)
 	}
-	if err := workflow.Sleep(ctx, childRunTime); err != nil {
+	if err := workflow.Sleep(ctx, cmp.Or(f.runTime, childRunTime)); err != nil {
 		out := Outcome{ChildID: in.ChildID, Depth: 1, Result: subagent.Result{
 			Output: []session.Block{session.Text("partial")}, StopReason: subagent.StopAborted}}
 		return out, temporal.NewCanceledError(out)
@@ -366,6 +369,28 @@ func TestBatchContinuesAsNewHandingOverRunningChildren(t *testing.T) {
 	assert.Equal(t, 2, sum.Runs)
 	assert.True(t, sum.Completed())
 	assert.Equal(t, int64(100), sum.InputTokens, "inherited children's tokens count too")
+}
+
+// TestBatchDrainsItsChildrenBeforeContinuingAsNew: a run due to continue as new starts nothing
+// more and waits, up to drainBound, for its children to end, so that its close does not race
+// their completions; children that end within the bound are counted by the run that started
+// them and none is handed over. (Children longer than the bound are handed over:
+// TestBatchContinuesAsNewHandingOverRunningChildren.)
+func TestBatchDrainsItsChildrenBeforeContinuingAsNew(t *testing.T) {
+	f := &batchFakes{runTime: drainBound / 4}
+	sum, nexts := runChain(t, f, BatchInput{BatchID: "b-drain", Tasks: batchTasks(10), Total: 10, Defaults: batchDefaults,
+		Concurrency: 3, ContinueAsNewAfter: 5}, 3)
+
+	require.Len(t, nexts, 1)
+	first := nexts[0].State
+	require.NotNil(t, first)
+	assert.Equal(t, 5, first.Next, "the run started no task past its threshold while it drained")
+	assert.Empty(t, first.Running, "children that end within the drain are not handed over")
+	assert.Equal(t, 5, first.Summary.Done, "the run counts every child it started")
+	assert.Empty(t, f.Awaited(), "nothing is inherited, so nothing is awaited by id")
+	assert.Len(t, f.children, 10, "no task starts twice")
+	assert.Equal(t, 10, sum.Done)
+	assert.True(t, sum.Completed())
 }
 
 // TestBatchCancelReachesInheritedChildren: a run that inherited children cancels them by

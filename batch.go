@@ -168,7 +168,8 @@ func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(
 // the children's task queues share their strings.
 type closedChildren struct {
 	batch  string
-	byTask []closedChild
+	tasks  int           // the batch's count of tasks: task numbers run 0 … tasks-1
+	byTask []closedChild // up to the highest task number listed
 	queues map[string]string
 	count  int
 }
@@ -183,8 +184,11 @@ type closedChild struct {
 	durationMs int64
 }
 
+// newClosedChildren holds nothing until children are added: the batch's count of tasks comes
+// from its input, which any client may have written, so it bounds the task numbers accepted
+// but sizes nothing.
 func newClosedChildren(batch string, tasks int) *closedChildren {
-	return &closedChildren{batch: batch, byTask: make([]closedChild, tasks), queues: map[string]string{}}
+	return &closedChildren{batch: batch, tasks: tasks, queues: map[string]string{}}
 }
 
 func (cs *closedChildren) has(n int) bool {
@@ -194,8 +198,11 @@ func (cs *closedChildren) has(n int) bool {
 // add keeps ch when it closed and its task has no closed child yet. A task number outside
 // the batch's (a memo any client could have written) is no task of the batch: ignored.
 func (cs *closedChildren) add(ch listedChild) {
-	if ch.close == 0 || ch.index < 0 || ch.index >= len(cs.byTask) || cs.byTask[ch.index].closed {
+	if ch.close == 0 || ch.index < 0 || ch.index >= cs.tasks || cs.has(ch.index) {
 		return
+	}
+	if ch.index >= len(cs.byTask) {
+		cs.byTask = append(cs.byTask, make([]closedChild, ch.index+1-len(cs.byTask))...)
 	}
 	q, ok := cs.queues[ch.taskQueue]
 	if !ok {

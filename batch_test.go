@@ -40,7 +40,14 @@ func TestClosedChildrenKeepEachRun(t *testing.T) {
 	assert.False(t, cs.has(3), "a run still open is not a result")
 	assert.False(t, cs.has(4))
 	assert.False(t, cs.has(-1))
-	assert.Len(t, cs.byTask, 4, "a task number outside the batch grows nothing")
+	assert.Len(t, cs.byTask, 3, "the table reaches the highest task listed, not past it")
+
+	// The count of tasks comes from the batch's input, which any client writes: it sizes
+	// nothing.
+	huge := newClosedChildren(batch, 1<<50)
+	assert.Empty(t, huge.byTask)
+	huge.add(listedChild{index: 1, execution: own, start: 0, close: 7, taskQueue: "q"})
+	assert.Len(t, huge.byTask, 2)
 	assert.Equal(t, int64(500), cs.byTask[0].durationMs, "the first closed run of a task is kept")
 	assert.Equal(t, int64(0), cs.byTask[2].durationMs, "a close before the start is no negative duration")
 	assert.Equal(t, "host-q", cs.byTask[1].taskQueue)

@@ -11,8 +11,9 @@
 #
 # The binaries are built from this tree unless SUBFLOW_BENCH_BIN names a directory holding a
 # `starter` and a `worker` already (to compare two builds: run each, alternated, on a quiet
-# machine). Linux only (/proc). Everything it makes goes in a temporary directory, removed
-# when it exits, with the processes it started.
+# machine). Linux only (/proc); it needs python3 and GNU time at /usr/bin/time (Debian's
+# package time). Everything it makes goes in a temporary directory, removed when it exits,
+# with the processes it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,9 +70,9 @@ read -r su ss rss <"$tmp/time"
 results=$(wc -l <"$tmp/results.jsonl")
 [ "$results" -eq "$n" ] || { log "$results results for $n tasks"; exit 1; }
 
-awk -v n="$n" -v t="$(echo "$t1 - $t0" | bc)" -v s=$((s1 - s0)) -v w=$((w1 - w0)) -v hz="$(getconf CLK_TCK)" \
+awk -v n="$n" -v t0="$t0" -v t1="$t1" -v s=$((s1 - s0)) -v w=$((w1 - w0)) -v hz="$(getconf CLK_TCK)" \
 	-v su="$su" -v ss="$ss" -v rss="$rss" 'BEGIN {
-	server = s * 1000 / hz / n; worker = w * 1000 / hz / n; starter = (su + ss) * 1000 / n
+	t = t1 - t0; server = s * 1000 / hz / n; worker = w * 1000 / hz / n; starter = (su + ss) * 1000 / n
 	printf "tasks %d  wall %.1f s  runs/s %.1f\n", n, t, n / t
 	printf "CPU per task: server %.1f ms  worker %.1f ms  starter %.2f ms  total %.1f ms\n", server, worker, starter, server + worker + starter
 	printf "starter peak RSS %d MB\n", rss / 1024

@@ -125,9 +125,14 @@ type listedChild struct {
 	taskQueue string
 }
 
-// childOf reads a batch child from its execution info: its task number is in its memo. ok is
-// false for a run no batch started.
-func childOf(info *workflowpb.WorkflowExecutionInfo) (ch listedChild, ok bool) {
+// childOf reads a child of batch from its execution info: its task number is in its memo. ok
+// is false for a run the batch did not start. The batch's search attribute and the memo are
+// what any client may set on a run it starts; its parent is what only the batch's own
+// workflow can be, so a run posing as a task's child cannot stand in for its result.
+func childOf(info *workflowpb.WorkflowExecutionInfo, batch string) (ch listedChild, ok bool) {
+	if info.GetParentExecution().GetWorkflowId() != batch {
+		return ch, false
+	}
 	p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]
 	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &ch.index) != nil {
 		return ch, false
@@ -141,7 +146,8 @@ func childOf(info *workflowpb.WorkflowExecutionInfo) (ch listedChild, ok bool) {
 }
 
 // eachBatchChild calls each with every StartSubagent run of batch id that visibility lists
-// (SubagentBatch = id), with its task number from the memo, a page of the list at a time.
+// (SubagentBatch = id) and the batch started (childOf), with its task number from the memo,
+// a page of the list at a time.
 func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(listedChild)) error {
 	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
 	var token []byte
@@ -151,7 +157,7 @@ func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(
 			return fmt.Errorf("list runs of batch %s: %w", id, err)
 		}
 		for _, info := range resp.GetExecutions() {
-			if ch, ok := childOf(info); ok {
+			if ch, ok := childOf(info, id); ok {
 				each(ch)
 			}
 		}
@@ -249,7 +255,7 @@ func describeChild(ctx context.Context, c tclient.Client, id string, n int) (ch 
 	if err != nil {
 		return ch, false, fmt.Errorf("describe task %d of batch %s: %w", n, id, err)
 	}
-	ch, ok = childOf(desc.GetWorkflowExecutionInfo())
+	ch, ok = childOf(desc.GetWorkflowExecutionInfo(), id)
 	return ch, ok && ch.index == n, nil
 }
 

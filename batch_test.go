@@ -2,11 +2,16 @@ package subflow
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/subflow-dev/subflow/workflows"
 )
@@ -52,4 +57,39 @@ func TestClosedChildrenKeepEachRun(t *testing.T) {
 	assert.Equal(t, int64(0), cs.byTask[2].durationMs, "a close before the start is no negative duration")
 	assert.Equal(t, "host-q", cs.byTask[1].taskQueue)
 	assert.Nil(t, cs.byTask[0].execution, "a derived workflow id is not stored")
+}
+
+// TestChildOfTakesOnlyTheBatchsChildren: a run carrying the batch's search attribute and a
+// task number in its memo, as any client can start one, is a child of the batch only when the
+// batch's workflow started it.
+func TestChildOfTakesOnlyTheBatchsChildren(t *testing.T) {
+	const batch = "batch-1"
+	index, err := converter.GetDefaultDataConverter().ToPayload(3)
+	require.NoError(t, err)
+	info := func(parent *commonpb.WorkflowExecution) *workflowpb.WorkflowExecutionInfo {
+		return &workflowpb.WorkflowExecutionInfo{
+			Execution:       &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, 3), RunId: uuid.NewString()},
+			ParentExecution: parent,
+			Memo:            &commonpb.Memo{Fields: map[string]*commonpb.Payload{workflows.MemoBatchIndex: index}},
+			StartTime:       timestamppb.New(time.UnixMilli(1000)),
+			CloseTime:       timestamppb.New(time.UnixMilli(1500)),
+			Status:          enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
+			TaskQueue:       "q",
+		}
+	}
+
+	ch, ok := childOf(info(&commonpb.WorkflowExecution{WorkflowId: batch, RunId: uuid.NewString()}), batch)
+	require.True(t, ok, "the batch's own child")
+	assert.Equal(t, 3, ch.index)
+	assert.Equal(t, int64(1500), ch.close)
+
+	for name, parent := range map[string]*commonpb.WorkflowExecution{
+		"no parent":       nil,
+		"another batch":   {WorkflowId: "batch-2", RunId: uuid.NewString()},
+		"a prefix of it":  {WorkflowId: "batch-", RunId: uuid.NewString()},
+		"the id extended": {WorkflowId: batch + "x", RunId: uuid.NewString()},
+	} {
+		_, ok := childOf(info(parent), batch)
+		assert.False(t, ok, "%s: a run the batch did not start is none of its tasks", name)
+	}
 }

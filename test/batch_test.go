@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -189,6 +190,39 @@ func TestBatchContinueAsNew(t *testing.T) {
 	require.Len(t, results, 30)
 	for i := range 30 {
 		assert.Equal(t, "ok", results[i].Output, "task %d", i)
+	}
+}
+
+// TestBatchResultsIgnoreARunPosingAsATask: a run any client started with the batch's search
+// attribute and a task's number in its memo, closed after the batch and so listed first, does
+// not stand in for that task's result.
+func TestBatchResultsIgnoreARunPosingAsATask(t *testing.T) {
+	dir := t.TempDir()
+	answer := script(t, dir, `{"text": "ok"}`)
+	batchID := "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Concurrency: 2, Tasks: []workflows.Task{
+		scriptedTask(subagent.ProviderSpawn, dir, answer, "task 0"), scriptedTask(subagent.ProviderSpawn, dir, answer, "task 1")}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, nil))
+
+	// No worker polls its queue: terminated, it closes with no output of the task's.
+	poser, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "poser-" + uuid.NewString(), TaskQueue: "nobody-polls-" + uuid.NewString(),
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrBatch.ValueSet(batchID)),
+		Memo:                  map[string]any{workflows.MemoBatchIndex: 0}}, workflows.WorkflowName, workflows.StartInput{})
+	require.NoError(t, err)
+	require.NoError(t, env.c.TerminateWorkflow(ctx, poser.GetID(), poser.GetRunID(), "posing as task 0"))
+	require.Eventually(t, func() bool {
+		resp, err := env.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("SubagentBatch = %q AND ExecutionStatus != 'Running'", batchID)})
+		return err == nil && resp.GetCount() == 3
+	}, waitLimit, 50*time.Millisecond, "visibility lists the poser beside the two tasks")
+
+	results := readResults(t, env.c, batchID)
+	require.Len(t, results, 2)
+	for i := range 2 {
+		assert.Equal(t, "ok", results[i].Output, "task %d", i)
+		assert.NotEqual(t, poser.GetID(), results[i].WorkflowID, "task %d", i)
 	}
 }
 

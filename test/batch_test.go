@@ -206,24 +206,35 @@ func TestBatchResultsIgnoreARunPosingAsATask(t *testing.T) {
 	defer cancel()
 	require.NoError(t, run.Get(ctx, nil))
 
-	// No worker polls its queue: terminated, it closes with no output of the task's.
-	poser, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "poser-" + uuid.NewString(), TaskQueue: "nobody-polls-" + uuid.NewString(),
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrBatch.ValueSet(batchID)),
-		Memo:                  map[string]any{workflows.MemoBatchIndex: 0}}, workflows.WorkflowName, workflows.StartInput{})
-	require.NoError(t, err)
-	require.NoError(t, env.c.TerminateWorkflow(ctx, poser.GetID(), poser.GetRunID(), "posing as task 0"))
-	require.Eventually(t, func() bool {
-		resp, err := env.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("SubagentBatch = %q AND ExecutionStatus != 'Running'", batchID)})
-		return err == nil && resp.GetCount() == 3
-	}, waitLimit, 50*time.Millisecond, "visibility lists the poser beside the two tasks")
-
+	poser := startPoser(t, batchID, 0, 3)
 	results := readResults(t, env.c, batchID)
 	require.Len(t, results, 2)
 	for i := range 2 {
 		assert.Equal(t, "ok", results[i].Output, "task %d", i)
-		assert.NotEqual(t, poser.GetID(), results[i].WorkflowID, "task %d", i)
+		assert.NotEqual(t, poser, results[i].WorkflowID, "task %d", i)
 	}
+}
+
+// startPoser starts and closes a StartSubagent run that poses as task n of batch: it carries
+// the batch's search attribute and n in its memo, as any client may set them, but the batch
+// did not start it. It returns once visibility lists listed closed runs of the batch, the
+// poser among them, and returns the poser's workflow id.
+func startPoser(t *testing.T, batch string, n, listed int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	// No worker polls its queue: terminated, it closes with no output of the task's.
+	poser, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "poser-" + uuid.NewString(), TaskQueue: "nobody-polls-" + uuid.NewString(),
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrBatch.ValueSet(batch)),
+		Memo:                  map[string]any{workflows.MemoBatchIndex: n}}, workflows.WorkflowName, workflows.StartInput{})
+	require.NoError(t, err)
+	require.NoError(t, env.c.TerminateWorkflow(ctx, poser.GetID(), poser.GetRunID(), fmt.Sprintf("posing as task %d", n)))
+	require.Eventually(t, func() bool {
+		resp, err := env.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("SubagentBatch = %q AND ExecutionStatus != 'Running'", batch)})
+		return err == nil && resp.GetCount() == int64(listed)
+	}, waitLimit, 50*time.Millisecond, "visibility lists the poser beside the batch's runs")
+	return poser.GetID()
 }
 
 // TestBatchCancel cancels a batch while three slow children (spawn and sdk) run: they end

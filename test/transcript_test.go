@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -160,6 +161,18 @@ func TestTranscript(t *testing.T) {
 		code, _, stderr := runStarter(t, dir, "transcript", "--label", "gamma", run.GetID())
 		assert.Equal(t, 1, code)
 		assert.Contains(t, stderr, `has no run of the task labelled "gamma"`)
+	})
+
+	t.Run("batch task with its own id beside a poser", func(t *testing.T) {
+		task := scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "own answer"}`), "own")
+		task.ID = "own-" + uuid.NewString()
+		run := startBatch(t, workflows.BatchInput{Tasks: []workflows.Task{task}})
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		require.NoError(t, run.Get(ctx, nil))
+		startPoser(t, run.GetID(), 0, 2)
+		tr := transcriptOf(t, dir, "--task", "0", run.GetID())
+		assert.Equal(t, []string{"prompt own", "step", "text own answer", "turn-end completed"}, kinds(tr))
 	})
 
 	t.Run("removed session", func(t *testing.T) {

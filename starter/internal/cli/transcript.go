@@ -12,6 +12,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -125,34 +126,48 @@ func removedSession(id string, in workflows.TranscriptInput, desc *workflowservi
 }
 
 // batchTaskRun returns the workflow id of the run of task n (n ≥ 0) or of the task labelled
-// label of batch.
+// label of batch. Only runs whose parent is the batch count: its search attribute and a task
+// number in the memo are what any client may set on a run of its own.
 func batchTaskRun(ctx context.Context, c client.Client, batch string, n int, label string) (string, error) {
+	ofBatch := func(info *workflowpb.WorkflowExecutionInfo) bool {
+		return info.GetParentExecution().GetWorkflowId() == batch
+	}
 	if label == "" {
-		if _, err := c.DescribeWorkflowExecution(ctx, workflows.BatchChildWorkflowID(batch, n), ""); err == nil {
-			return workflows.BatchChildWorkflowID(batch, n), nil
+		id := workflows.BatchChildWorkflowID(batch, n)
+		if desc, err := c.DescribeWorkflowExecution(ctx, id, ""); err == nil && ofBatch(desc.GetWorkflowExecutionInfo()) {
+			return id, nil
 		}
 	}
 	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", batch, workflows.WorkflowName)
 	if label != "" {
 		query += fmt.Sprintf(" AND SubagentLabel = %q", workflows.LabelAttribute(label))
 	}
-	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000})
-	if err != nil {
-		return "", fmt.Errorf("list the runs of batch %s: %w", batch, err)
-	}
 	var found []string
-	for _, info := range resp.GetExecutions() {
-		id := info.GetExecution().GetWorkflowId()
-		if label == "" {
-			var idx int
-			if p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]; p != nil && json.Unmarshal(p.GetData(), &idx) == nil && idx == n {
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			return "", fmt.Errorf("list the runs of batch %s: %w", batch, err)
+		}
+		for _, info := range resp.GetExecutions() {
+			if !ofBatch(info) {
+				continue
+			}
+			id := info.GetExecution().GetWorkflowId()
+			if label == "" {
+				var idx int
+				if p := info.GetMemo().GetFields()[workflows.MemoBatchIndex]; p != nil && json.Unmarshal(p.GetData(), &idx) == nil && idx == n {
+					found = append(found, id)
+				}
+				continue
+			}
+			// The label attribute is text: its match is by words, so check the label itself.
+			if st, err := subflow.Describe(ctx, c, id, ""); err == nil && st.Label == label {
 				found = append(found, id)
 			}
-			continue
 		}
-		// The label attribute is text: its match is by words, so check the label itself.
-		if st, err := subflow.Describe(ctx, c, id, ""); err == nil && st.Label == label {
-			found = append(found, id)
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
 		}
 	}
 	what := fmt.Sprintf("task %d", n)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -179,6 +180,7 @@ func TestBatchContinueAsNew(t *testing.T) {
 	}
 	batchID := "batch-" + uuid.NewString()
 	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 4, ContinueAsNewAfter: 10})
+	firstRun := run.GetRunID() // Get moves the run along the chain to its last run
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	var sum workflows.BatchSummary
@@ -190,6 +192,32 @@ func TestBatchContinueAsNew(t *testing.T) {
 	require.Len(t, results, 30)
 	for i := range 30 {
 		assert.Equal(t, "ok", results[i].Output, "task %d", i)
+	}
+
+	// A timer still pending when a run closes can fire while the closing workflow task is
+	// out, which fails the task (and the worker then replays the whole run): each run's
+	// drain cancels its timer once the children it waited for have ended.
+	runID := firstRun
+	for n := 1; runID != ""; n++ {
+		pending := map[int64]bool{}
+		next := ""
+		iter := env.c.GetWorkflowHistory(ctx, batchID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			require.NoError(t, err)
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_TIMER_STARTED:
+				pending[ev.GetEventId()] = true
+			case enumspb.EVENT_TYPE_TIMER_FIRED:
+				delete(pending, ev.GetTimerFiredEventAttributes().GetStartedEventId())
+			case enumspb.EVENT_TYPE_TIMER_CANCELED:
+				delete(pending, ev.GetTimerCanceledEventAttributes().GetStartedEventId())
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+				assert.Empty(t, pending, "run %d of %d continued as new with its drain's timer pending", n, sum.Runs)
+				next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+			}
+		}
+		runID = next
 	}
 }
 

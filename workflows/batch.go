@@ -362,8 +362,16 @@ func (b *batch) load(ctx workflow.Context) error {
 const drainBound = 2 * time.Second
 
 // drain waits up to drainBound for the run's children to end, starting none (drainBound).
+// When they end first it cancels its timer, in the workflow task that closes the run: a timer
+// left to fire while that task is out is an event like a child's completion, and fails it the
+// same way (the server drops a fired timer's event only when the task cancels the timer). The
+// SDK's AwaitWithTimeout leaves its timer running by default, which failed about one close in
+// seventy.
 func (b *batch) drain(ctx workflow.Context) {
-	_, _ = workflow.AwaitWithTimeout(ctx, drainBound, func() bool { return b.running == 0 || b.cancelled })
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimerWithOptions(tctx, drainBound, workflow.TimerOptions{Summary: "drain: the run's children end before it continues as new"})
+	_ = workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled || timer.IsReady() })
 }
 
 // historyFull reports whether this run's history is large enough to continue as new early.

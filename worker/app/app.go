@@ -56,6 +56,13 @@ func MaybeRunChildRuntime() {
 // suspend and for sdk children to go through the whole dispose ladder (contract R-55).
 const DefaultStopTimeout = 20 * time.Second
 
+// DefaultPollers is Options.Pollers when 0. With the SDK's 2 pollers per queue, a run
+// started while batches kept the worker busy took 1.8–3.3 × its idle time (p50) on the
+// embedded server, most of it waiting for a poller; with 8 it took 0.97–1.2 ×
+// (docs/benchmarks.md, "Interactive latency under batches"), and a batch's speed did not
+// change.
+const DefaultPollers = 8
+
 // Options configure New. The zero value serves task queue "subflow" with sessions under
 // DefaultSessionRoot and the running executable as the sdk child command.
 type Options struct {
@@ -138,6 +145,13 @@ type Options struct {
 	// each build takes over as it starts. A rolling upgrade leaves it off and makes a build
 	// current with `starter deployment set-current` (docs/deployment.md).
 	MakeCurrent bool
+	// Pollers is how many requests for workflow tasks, and as many for activity tasks, the
+	// worker keeps open on each queue it serves; 0 means DefaultPollers, and 1 is refused
+	// (the SDK alternates a worker's workflow-task pollers between its sticky queue and the
+	// common one). A task of an interactive run goes ahead of a batch's queued tasks, but
+	// still waits for a poller to ask for it: with the SDK's 2, those are most often busy
+	// fetching the batch's tasks when it arrives.
+	Pollers int
 	// InteractiveActivities is the activity slots of each queue's interactive lane
 	// (workflows.InteractiveQueue), which the worker polls beside the queue: only the drives
 	// of interactive runs (workflows.Interactive: `starter run`, subflow.Start) take them, so
@@ -224,6 +238,8 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		MaxHeartbeatThrottleInterval:       opts.HeartbeatInterval,
 		DefaultHeartbeatThrottleInterval:   opts.HeartbeatInterval,
 		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskPollers:   opts.Pollers,
+		MaxConcurrentActivityTaskPollers:   opts.Pollers,
 		Identity:                           workerIdentity(opts.WorkspaceRoots),
 		DeploymentOptions:                  deploymentOptions(opts),
 	}

@@ -163,6 +163,10 @@ func TestNewRejectsBadSlotsAndSubagentSettings(t *testing.T) {
 	assert.ErrorContains(t, err, "max concurrent activities -1 must not be negative")
 	_, _, err = New(c, Options{SessionRoot: root, InteractiveActivities: -1})
 	assert.ErrorContains(t, err, "interactive activities -1 must not be negative")
+	for _, n := range []int{1, -3} {
+		_, _, err = New(c, Options{SessionRoot: root, Pollers: n})
+		assert.ErrorContains(t, err, fmt.Sprintf("app: pollers %d: want 2 or more", n))
+	}
 	_, _, err = New(c, Options{SessionRoot: root, SubagentProvider: "nope"})
 	assert.ErrorContains(t, err, `no subagent provider registered for "nope"`)
 	two, err := subagent.MaxDepthLimit(2)

@@ -52,14 +52,15 @@ const (
 // which the load slows when it takes the machine's CPU. And batch-share, the tasks one batch
 // finished over the other's by the end, 1 for their equal weights. With SUBFLOW_BENCH_RECORD=1
 // it appends the p50 and p99 of each case to bench/results/interactive-latency.tsv and
-// redraws docs/img/interactive-latency.svg.
+// redraws docs/img/interactive-latency.svg. SUBFLOW_BENCH_POLLERS sets the worker's pollers
+// (app.Options.Pollers).
 //
 //	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkInteractiveLatency(b *testing.B) {
 	runs := envCount("SUBFLOW_BENCH_RUNS", interactiveRuns)
 	queue := "bench-interactive-" + uuid.NewString()
 	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: filepath.Join(env.tmp, "sessions"),
-		MaxConcurrentActivities: loadSlots, Logger: zap.NewNop()})
+		MaxConcurrentActivities: loadSlots, Pollers: envCount("SUBFLOW_BENCH_POLLERS", 0), Logger: zap.NewNop()})
 	require.NoError(b, err)
 	require.NoError(b, w.Start())
 	defer func() {

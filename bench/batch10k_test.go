@@ -65,7 +65,7 @@ func BenchmarkBatch10k(b *testing.B) {
 	answer, err := json.Marshal(strings.Repeat("a", 2048))
 	require.NoError(b, err)
 	require.NoError(b, os.WriteFile(scriptPath, []byte(`{"responses": [{"text": `+string(answer)+`}]}`), 0o644))
-	w := worker.New(env.c, ceilingQueue, ceilingWorkerOptions)
+	w := worker.New(env.c, ceilingQueue, worker.Options{})
 	w.RegisterWorkflow(oneActivityWorkflow)
 	w.RegisterWorkflow(childBatchWorkflow)
 	w.RegisterActivity(emptyActivity)

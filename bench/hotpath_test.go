@@ -22,7 +22,6 @@ import (
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/inprocess"
 	"github.com/subflow-dev/subflow/subagent"
-	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -81,13 +80,6 @@ func childBatchWorkflow(ctx workflow.Context, n, width, perRun int) error {
 	return workflow.NewContinueAsNewError(ctx, childBatchWorkflow, n-this, width, perRun)
 }
 
-// ceilingWorkerOptions are the options of the ceilings' worker: the SDK's defaults but for
-// the pollers, as many as subflow's worker keeps, so that the two compare like for like.
-var ceilingWorkerOptions = worker.Options{
-	MaxConcurrentWorkflowTaskPollers: app.DefaultPollers,
-	MaxConcurrentActivityTaskPollers: app.DefaultPollers,
-}
-
 // ceiling is what the engine gives a workflow shape on this server and machine.
 type ceiling struct {
 	p50, p99   time.Duration
@@ -118,7 +110,7 @@ type ceiling struct {
 func BenchmarkHotPath(b *testing.B) {
 	seq := envCount("SUBFLOW_BENCH_SEQUENTIAL", hotPathSequential)
 	runs := envCount("SUBFLOW_BENCH_RUNS", hotPathRuns)
-	w := worker.New(env.c, ceilingQueue, ceilingWorkerOptions)
+	w := worker.New(env.c, ceilingQueue, worker.Options{})
 	w.RegisterWorkflow(emptyWorkflow)
 	w.RegisterWorkflow(oneActivityWorkflow)
 	w.RegisterWorkflow(childBatchWorkflow)

@@ -56,14 +56,6 @@ func MaybeRunChildRuntime() {
 // suspend and for sdk children to go through the whole dispose ladder (contract R-55).
 const DefaultStopTimeout = 20 * time.Second
 
-// DefaultPollers is Options.Pollers when 0: the Temporal SDK's own default. More pollers
-// trade one failure for another (docs/benchmarks.md, "Interactive latency under batches"):
-// with 8, a run started while batches kept the worker busy took 0.97–1.2 × its idle time on
-// the embedded server instead of 1.8–3.3 ×, but a worker frozen with its polls open (a
-// stopped process, a partition) is handed up to that many tasks per queue, each lost until
-// its timeout, and the run of TestWorkerFrozenPastHeartbeatTimeout took 78 s instead of 13 s.
-const DefaultPollers = 2
-
 // Options configure New. The zero value serves task queue "subflow" with sessions under
 // DefaultSessionRoot and the running executable as the sdk child command.
 type Options struct {
@@ -147,11 +139,14 @@ type Options struct {
 	// current with `starter deployment set-current` (docs/deployment.md).
 	MakeCurrent bool
 	// Pollers is how many requests for workflow tasks, and as many for activity tasks, the
-	// worker keeps open on each queue it serves; 0 means DefaultPollers, and 1 is refused
-	// (the SDK alternates a worker's workflow-task pollers between its sticky queue and the
-	// common one). A task of an interactive run goes ahead of a batch's queued tasks, but
-	// still waits for a poller to ask for it: with 2, those are most often busy fetching the
-	// batch's tasks when it arrives. DefaultPollers says what more of them cost.
+	// worker keeps open on each queue it serves; 0 leaves the Temporal SDK's default (2), and
+	// 1 is refused (the SDK alternates a worker's workflow-task pollers between its sticky
+	// queue and the common one). More pollers trade one failure for another
+	// (docs/benchmarks.md, "Interactive latency under batches"): with 8, a run started while
+	// batches kept the worker busy took 0.97–1.2 × its idle time on the embedded server
+	// instead of 1.8–3.3 ×, but a worker frozen with its polls open (a stopped process, a
+	// partition) is handed up to that many tasks per queue, each lost until its timeout, and
+	// the run of TestWorkerFrozenPastHeartbeatTimeout took 78 s instead of 13 s.
 	Pollers int
 	// InteractiveActivities is the activity slots of each queue's interactive lane
 	// (workflows.InteractiveQueue), which the worker polls beside the queue: only the drives

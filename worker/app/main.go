@@ -84,8 +84,8 @@ Flags:
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
 	fs.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
 		"activity slots of the worker (default: the Temporal SDK's, 1000)")
-	fs.IntVar(&opts.Pollers, "pollers", DefaultPollers,
-		"requests for workflow tasks, and as many for activity tasks, kept open on each task queue served (2 or more; 8 lets interactive runs past busy batches sooner, at the cost of more tasks lost for a timeout to a frozen worker)")
+	fs.IntVar(&opts.Pollers, "pollers", 0,
+		"requests for workflow tasks, and as many for activity tasks, kept open on each task queue served (default: the Temporal SDK's, 2; 8 lets interactive runs past busy batches sooner, at the cost of more tasks lost for a timeout to a frozen worker)")
 	fs.IntVar(&opts.InteractiveActivities, "interactive-activities", 0,
 		"activity slots kept for the drives of interactive runs (starter run, subflow.Start), which batches never take (default: --max-concurrent-activities)")
 	fs.StringVar(&opts.SubagentProvider, "subagent-provider", "",

@@ -88,11 +88,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.InteractiveActivities < 0 {
 		return o, fmt.Errorf("app: interactive activities %d must not be negative", o.InteractiveActivities)
 	}
-	switch {
-	case o.Pollers == 0:
-		o.Pollers = DefaultPollers
-	case o.Pollers < 2:
-		return o, fmt.Errorf("app: pollers %d: want 2 or more (a worker's workflow-task pollers alternate between two queues)", o.Pollers)
+	if o.Pollers < 0 || o.Pollers == 1 {
+		return o, fmt.Errorf("app: pollers %d: want 2 or more, or 0 for the SDK's default (a worker's workflow-task pollers alternate between two queues)", o.Pollers)
 	}
 	if o.SessionStore == "" {
 		// Explicit options first, then the environment, then the per-user directory.

@@ -62,7 +62,9 @@ func StartWorkflowOptions(workflowID, taskQueue string, in workflows.StartInput)
 //
 // The run starts on the task queue RouteWorkspace picks for its cwd (opts.TaskQueue unless a
 // worker serves the cwd's root host-locally), so all its workflow tasks and activities run
-// where its cwd exists; a cwd no worker serves is rejected before anything starts.
+// where its cwd exists; a cwd no worker serves is rejected before anything starts. An
+// interactive run (the default priority, workflows.Interactive) starts on that queue's
+// interactive lane when the workers serve it there (laneOf).
 //
 // A workflow id in subflow's own namespace (workflows.ReservedIDPrefix) or over the server's
 // length limit, and an input workflows.CheckInput refuses, are refused before anything
@@ -95,6 +97,9 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 	if err != nil {
 		return workflows.Published{}, nil, err
 	}
+	if workflows.Interactive(prio) {
+		queue = laneOf(ctx, c, queue)
+	}
 	sopts := StartWorkflowOptions(id, queue, in)
 	sopts.Priority = prio
 	op := c.NewWithStartWorkflowOperation(sopts, workflows.StartSubagent, in)
@@ -126,6 +131,24 @@ func Start(ctx context.Context, c tclient.Client, opts StartOptions) (workflows.
 		return workflows.Published{}, nil, fmt.Errorf("subflow: start %s: %w", id, err)
 	}
 	return pub, run, nil
+}
+
+// laneOf is the task queue an interactive run bound for queue starts on: queue's
+// interactive lane (workflows.InteractiveQueue) when the workers the lane routes new runs to
+// poll its workflow tasks, so that none of the run's tasks waits behind a batch's; else, and
+// when the lane cannot be read, queue itself, where the run still goes ahead of queued batch
+// tasks by its priority. Workers of a build that predates workflows on the lane, or of a
+// version not yet current, poll none, and the run starts on queue as before.
+func laneOf(ctx context.Context, c tclient.Client, queue string) string {
+	if workflows.IsInteractiveQueue(queue) {
+		return queue
+	}
+	lane := workflows.InteractiveQueue(queue)
+	q, err := ReadQueueVersions(ctx, c, lane)
+	if err != nil || !q.Served() {
+		return queue
+	}
+	return lane
 }
 
 // deleteRejected deletes the closed run runID of workflowID, which its worker rejected, and

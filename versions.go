@@ -83,6 +83,27 @@ func (q QueueVersions) Polled(v *worker.WorkerDeploymentVersion) bool {
 	return ok && q.Read.Sub(at) < PollerRecent
 }
 
+// Targets are the versions q routes new runs to: Current, and Ramping while it takes a
+// share; nil stands for unversioned workers.
+func (q QueueVersions) Targets() []*worker.WorkerDeploymentVersion {
+	targets := []*worker.WorkerDeploymentVersion{q.Current}
+	if q.RampingPercentage > 0 {
+		targets = append(targets, q.Ramping)
+	}
+	return targets
+}
+
+// Served reports whether a worker of each version q routes new runs to (Targets) polled the
+// queue's workflow tasks lately (Polled): a run started there now is picked up.
+func (q QueueVersions) Served() bool {
+	for _, t := range q.Targets() {
+		if !q.Polled(t) {
+			return false
+		}
+	}
+	return true
+}
+
 // Versioned reports whether the queue routes new runs to a Worker Deployment version.
 func (q QueueVersions) Versioned() bool {
 	return q.Current != nil || (q.Ramping != nil && q.RampingPercentage > 0)
@@ -139,10 +160,7 @@ func RegisteredWorkflows(ctx context.Context, c tclient.Client, v worker.WorkerD
 // admission and cleanup workflows ask it (through an activity) before they continue as new
 // onto a new build.
 func TargetReady(ctx context.Context, c tclient.Client, q QueueVersions, in workflows.TargetBuildInput) workflows.TargetBuild {
-	targets := []*worker.WorkerDeploymentVersion{q.Current}
-	if q.RampingPercentage > 0 {
-		targets = append(targets, q.Ramping)
-	}
+	targets := q.Targets()
 	var names []string
 	for _, t := range targets {
 		names = append(names, VersionName(t))

@@ -14,9 +14,11 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
@@ -25,10 +27,16 @@ import (
 // oneSlotWorker starts a worker of one activity slot on a task queue of its own, so that the
 // activities of the runs on it queue in the server, and returns the queue.
 func oneSlotWorker(t *testing.T) string {
+	return oneSlotWorkerRegistering(t, nil)
+}
+
+// oneSlotWorkerRegistering is oneSlotWorker registering the workflows with register
+// (app.Options.Workflows).
+func oneSlotWorkerRegistering(t *testing.T, register func(worker.WorkflowRegistry)) string {
 	t.Helper()
 	queue := "priority-" + uuid.NewString()
 	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: env.sessionRoot,
-		MaxConcurrentActivities: 1, Logger: zap.NewNop()})
+		MaxConcurrentActivities: 1, Logger: zap.NewNop(), Workflows: register})
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
 	t.Cleanup(func() {
@@ -58,7 +66,7 @@ func startPrioritizedBatch(t *testing.T, queue string, weight float32, tasks []w
 type dispatch struct {
 	run                string
 	kind               string // the activity type, or "workflow task"
-	queue              string // the task queue of a workflow task (normal or sticky)
+	queue              string // the task queue of the task (a workflow task's normal or sticky)
 	scheduled, started time.Time
 }
 
@@ -75,7 +83,8 @@ func dispatches(t *testing.T, workflowID, runID string) []dispatch {
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			sched = byID[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()]
-			kind = sched.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+			a := sched.GetActivityTaskScheduledEventAttributes()
+			kind, queue = a.GetActivityType().GetName(), a.GetTaskQueue().GetName()
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			sched = byID[ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()]
 			queue = sched.GetWorkflowTaskScheduledEventAttributes().GetTaskQueue().GetName()
@@ -97,12 +106,14 @@ func (r fakeRun) GetID() string    { return r.id }
 func (r fakeRun) GetRunID() string { return r.runID }
 
 // TestInteractiveRunGoesAheadOfBatch: with a batch's activities queued on a worker of one
-// activity slot, a run started on its own (subflow.Start, workflows.RunPriority) has its tasks
+// activity slot, a run at workflows.RunPriority started on the batch's queue has its tasks
 // dispatched ahead of the batch's tasks that were queued before them: for each of its tasks,
 // read from the histories, batch tasks scheduled earlier start after it, and at most the one
-// a poll already held starts between its scheduling and its start.
+// a poll already held starts between its scheduling and its start. The worker registers the
+// workflows without the interactive lane, so that the run's drive queues on the batch's
+// queue too: the task queue's priority alone puts the run ahead.
 func TestInteractiveRunGoesAheadOfBatch(t *testing.T) {
-	queue := oneSlotWorker(t)
+	queue := oneSlotWorkerRegistering(t, workflows.Register)
 	dir := t.TempDir()
 	slow := script(t, dir, `{"text": "batch answer", "delayMs": 200}`)
 	fast := script(t, dir, `{"text": "interactive answer"}`)
@@ -120,13 +131,12 @@ func TestInteractiveRunGoesAheadOfBatch(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	// The run shares the batch's fairness key, so that its priority alone puts it ahead: with
-	// a key of its own, fairness would also dispatch it next, a new key starting level with
-	// the batch's.
-	_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue,
-		Input:    rootInput(subagent.ProviderSpawn, dir, fast, "interactive"),
-		Priority: temporal.Priority{FairnessKey: batchID}})
-	require.NoError(t, err)
+	// The run starts on the batch's queue, as a client starting StartSubagent by its type
+	// name does (subflow.Start would take the queue's interactive lane), and shares the
+	// batch's fairness key, so that its priority alone puts it ahead: with a key of its own,
+	// fairness would also dispatch it next, a new key starting level with the batch's.
+	run := startOnQueue(t, queue, rootInput(subagent.ProviderSpawn, dir, fast, "interactive"),
+		temporal.Priority{PriorityKey: workflows.RunPriority, FairnessKey: batchID})
 	out, cancelled := outcome(t, run)
 	require.False(t, cancelled)
 	require.Equal(t, subagent.StopCompleted, out.Result.StopReason)
@@ -153,7 +163,7 @@ func TestInteractiveRunGoesAheadOfBatch(t *testing.T) {
 	for _, d := range mine {
 		ahead, cutIn := 0, 0
 		for _, b := range theirs {
-			// Activity tasks on the run's queue, workflow tasks on the same (normal or sticky) queue.
+			// Tasks of one kind on the same queue (a workflow task's normal or sticky one).
 			if (b.kind == "workflow task") != (d.kind == "workflow task") || b.queue != d.queue || !b.scheduled.Before(d.scheduled) {
 				continue
 			}
@@ -172,6 +182,25 @@ func TestInteractiveRunGoesAheadOfBatch(t *testing.T) {
 		}
 	}
 	assert.Positive(t, overtaken, "the run's activities overtook no queued batch task: no backlog to test against")
+}
+
+// startOnQueue starts StartSubagent with in on queue itself at priority p, by Update-with-Start
+// as subflow.Start does, and returns the run once it published.
+func startOnQueue(t *testing.T, queue string, in workflows.StartInput, p temporal.Priority) client.WorkflowRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	in.ChildID = uuid.NewString()
+	opts := subflow.StartWorkflowOptions(workflows.WorkflowID(in.ChildID), queue, in)
+	opts.Priority = p
+	op := env.c.NewWithStartWorkflowOperation(opts, workflows.StartSubagent, in)
+	h, err := env.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdatePublished, WaitForStage: client.WorkflowUpdateStageCompleted}})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	run, err := op.Get(ctx)
+	require.NoError(t, err)
+	return run
 }
 
 // TestBatchesShareWorkersByWeight: two batches of weights 3 and 1 started together on a
@@ -258,8 +287,9 @@ func driveQueues(t *testing.T, workflowID, runID string) (queues []string, compl
 }
 
 // TestInteractiveRunTakesNoBatchSlot: on a worker of one activity slot that a batch's drive
-// holds, a run started on its own drives on its queue's interactive lane and completes
-// while the batch's drive still runs; the batch's drives stay on the queue.
+// holds, a run started on its own (subflow.Start) runs on its queue's interactive lane, every
+// workflow and activity task of it, and completes while the batch's drive still runs; the
+// batch's drives stay on the queue.
 func TestInteractiveRunTakesNoBatchSlot(t *testing.T) {
 	queue := oneSlotWorker(t)
 	dir := t.TempDir()
@@ -285,8 +315,73 @@ func TestInteractiveRunTakesNoBatchSlot(t *testing.T) {
 	require.NoError(t, env.c.CancelWorkflow(ctx, batchID, ""))
 	_ = batch.Get(ctx, nil)
 
+	lane := workflows.InteractiveQueue(queue)
 	mine, _ := driveQueues(t, run.GetID(), run.GetRunID())
-	assert.Equal(t, []string{workflows.InteractiveQueue(queue)}, mine, "the run drove on the interactive lane")
+	assert.Equal(t, []string{lane}, mine, "the run drove on the interactive lane")
+	desc, err := env.c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	require.NoError(t, err)
+	assert.Equal(t, lane, desc.GetExecutionConfig().GetTaskQueue().GetName(), "the run started on the interactive lane")
+	for _, d := range dispatches(t, run.GetID(), run.GetRunID()) {
+		if d.kind == "workflow task" {
+			assert.NotEqual(t, queue, d.queue, "a workflow task of the run was on the batch's queue")
+		} else {
+			assert.Equal(t, lane, d.queue, "activity %s of the run", d.kind)
+		}
+	}
 	assert.Equal(t, []string{queue}, batchQueues, "the batch's task drove on the queue")
 	assert.False(t, batchDone, "the run completed while the batch's drive held the queue's slot")
+}
+
+// TestInteractiveRunTakesTheLaneItsBuildPolls: during a rolling upgrade from a build whose
+// workers poll no workflow tasks on the interactive lane (one that predates them there) to
+// one whose workers do, subflow.Start starts an interactive run on the queue while the old
+// build is current, though the new build's workers poll the lane already (a run on the lane
+// would wait for the new build to become current), and on the lane once the new build is
+// current.
+func TestInteractiveRunTakesTheLaneItsBuildPolls(t *testing.T) {
+	deployment, queue := "lane-"+uuid.NewString(), "lane-"+uuid.NewString()
+	lane := workflows.InteractiveQueue(queue)
+	// The old build runs the workflows on queue alone, no lane, no activities.
+	old := worker.New(env.c, queue, worker.Options{DeploymentOptions: worker.DeploymentOptions{UseVersioning: true,
+		Version: worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: "old"}}})
+	workflows.Register(old)
+	require.NoError(t, old.Start())
+	t.Cleanup(old.Stop)
+	setCurrent(t, deployment, "old")
+	deployedWorker(t, deployment, "new", queue, nil)
+	newBuild := worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: "new"}
+	require.Eventually(t, func() bool {
+		q, err := subflow.ReadQueueVersions(context.Background(), env.c, lane)
+		return err == nil && q.Polled(&newBuild)
+	}, waitLimit, 50*time.Millisecond, "the new build polls the lane")
+
+	dir := t.TempDir()
+	in := rootInput(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "answer"}`), "interactive")
+	in.ChildID = uuid.NewString()
+	// The old build's worker has no activities: its run does not get far.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, _, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue, Input: in})
+	cancel()
+	require.Error(t, err)
+	desc, err := env.c.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(in.ChildID), "")
+	require.NoError(t, err)
+	assert.Equal(t, queue, desc.GetExecutionConfig().GetTaskQueue().GetName(), "with the old build current, the run starts on the queue")
+	_ = env.c.TerminateWorkflow(context.Background(), workflows.WorkflowID(in.ChildID), "", "the old build cannot run it")
+
+	setCurrent(t, deployment, "new")
+	require.Eventually(t, func() bool {
+		q, err := subflow.ReadQueueVersions(context.Background(), env.c, lane)
+		return err == nil && q.Served()
+	}, waitLimit, 50*time.Millisecond, "the lane routes to the new build")
+	ctx, cancel = context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	in.ChildID = uuid.NewString()
+	_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue, Input: in})
+	require.NoError(t, err)
+	out, cancelled := outcome(t, run)
+	require.False(t, cancelled)
+	assert.Equal(t, "answer", session.JoinText(out.Result.Output))
+	desc, err = env.c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	require.NoError(t, err)
+	assert.Equal(t, lane, desc.GetExecutionConfig().GetTaskQueue().GetName(), "with the new build current, the run starts on the lane")
 }

@@ -34,11 +34,11 @@ func unpolledVersion(t *testing.T, deployment, buildID, queue string) {
 	stop := deployedWorker(t, deployment, buildID, queue, nil)
 	h := env.c.WorkerDeploymentClient().GetHandle(deployment)
 	v := worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: buildID}
-	// The version knows its queues a moment after its first poll: queue's workflow and
-	// activity types, and its interactive lane's activity type.
+	// The version knows its queues a moment after its first poll: the workflow and activity
+	// types of queue and of its interactive lane.
 	require.Eventually(t, func() bool {
 		d, err := h.DescribeVersion(context.Background(), client.WorkerDeploymentDescribeVersionOptions{BuildID: buildID})
-		return err == nil && len(d.Info.TaskQueuesInfos) == 3
+		return err == nil && len(d.Info.TaskQueuesInfos) == 4
 	}, waitLimit, 50*time.Millisecond, "build %s polls %s and its lane", buildID, queue)
 	stop()
 	require.Eventually(t, func() bool {
@@ -81,7 +81,7 @@ func TestBatchHeldOnItsBuild(t *testing.T) {
 
 	code, stdout, stderr := runStarter(t, dir, "deployment", "set-current", deployment, "b")
 	assert.Equal(t, 1, code, "stdout: %s", stdout)
-	assert.Contains(t, stderr, "no worker of "+deployment+":b has polled its task queues ("+queue+")")
+	assert.Contains(t, stderr, "no worker of "+deployment+":b has polled its task queues ("+queue+", "+workflows.InteractiveQueue(queue)+")")
 	assert.Contains(t, stderr, "--force")
 	desc, err := env.c.WorkerDeploymentClient().GetHandle(deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	require.NoError(t, err)

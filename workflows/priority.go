@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -36,12 +37,23 @@ func Interactive(p temporal.Priority) bool {
 	return p.PriorityKey >= 1 && p.PriorityKey <= RunPriority
 }
 
-// InteractiveQueue is the interactive lane of task queue queue: the queue the drives of its
-// interactive runs go to, which worker/app's workers poll beside queue with slots of their
-// own (app.Options.InteractiveActivities). The mark is a prefix: a suffix could make the
-// lane of one workspace queue (subflow.WorkspaceQueue) the name of another's.
+// interactivePrefix marks an interactive lane (InteractiveQueue). A prefix, not a suffix: a
+// suffix could make the lane of one workspace queue (subflow.WorkspaceQueue) the name of
+// another's.
+const interactivePrefix = "interactive:"
+
+// InteractiveQueue is the interactive lane of task queue queue, which worker/app's workers
+// poll beside queue with pollers and activity slots of their own
+// (app.Options.InteractiveActivities): subflow.Start starts an interactive run there when
+// the workers the lane routes to poll it, so none of its tasks waits behind a batch's; a run
+// started on queue itself sends only its drives there.
 func InteractiveQueue(queue string) string {
-	return "interactive:" + queue
+	return interactivePrefix + queue
+}
+
+// IsInteractiveQueue reports whether queue is an interactive lane (InteractiveQueue).
+func IsInteractiveQueue(queue string) bool {
+	return strings.HasPrefix(queue, interactivePrefix)
 }
 
 // BatchPriorityOf is the priority a batch runs at: key (BatchPriority when 0), with the batch's

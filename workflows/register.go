@@ -27,9 +27,9 @@ type RegisterOptions struct {
 	// InteractiveLane says that the worker polls the interactive lane of each task queue it
 	// registers the workflows on (InteractiveQueue), with the activities registered: the runs
 	// it executes then drive there when they are interactive (Interactive). worker/app's
-	// workers do, with activity slots of their own, so a person's run never waits for a slot
-	// a batch's drive holds. A worker that sets it without polling the lane leaves those
-	// drives unstarted.
+	// workers do, with activity slots of their own and the workflows registered there too,
+	// so a person's run never waits for a slot a batch's drive holds. A worker that sets it
+	// without polling the lane leaves those drives unstarted.
 	InteractiveLane bool
 }
 

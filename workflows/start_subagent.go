@@ -526,10 +526,11 @@ func short(id string) string {
 }
 
 // driveQueue is the task queue of the run's drive: its queue's interactive lane when the
-// worker serves one and the run is interactive, else "" (the run's own queue).
+// worker serves one and the run is interactive, else "" (the run's own queue, which is the
+// lane for a run started there).
 func (r *run) driveQueue(ctx workflow.Context) string {
 	info := workflow.GetInfo(ctx)
-	if !r.lane || !Interactive(info.Priority) {
+	if !r.lane || !Interactive(info.Priority) || IsInteractiveQueue(info.TaskQueueName) {
 		return ""
 	}
 	return InteractiveQueue(info.TaskQueueName)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,7 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/worker"
 
+	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/harness/model"
 	"github.com/subflow-dev/subflow/workflows"
 )
 
@@ -58,6 +62,34 @@ func startBuild(t *testing.T, buildID string, i int) func() {
 	return stop
 }
 
+// waitLane waits until the interactive lane of the cluster's queue is as ok says (what).
+func waitLane(t *testing.T, what string, ok func(subflow.QueueVersions) bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		q, err := subflow.ReadQueueVersions(context.Background(), env.c, workflows.InteractiveQueue(workflows.TaskQueue))
+		return err == nil && ok(q)
+	}, 2*time.Minute, 200*time.Millisecond, "the interactive lane: %s", what)
+}
+
+// interactiveRun runs `starter run` to completion and returns the build that ran it, after
+// checking that it ran on the interactive lane of the cluster's queue.
+func interactiveRun(t *testing.T, dir string) string {
+	t.Helper()
+	code, stdout, stderr := starter(t, dir, "run", "--json", "--cwd", dir, "--model-provider", model.ProviderScripted,
+		"--model", script(t, dir, `{"text": "on time"}`), "answer during the upgrade")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	var res struct {
+		WorkflowID string `json:"workflowId"`
+		Output     string `json:"output"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res), "stdout: %s", stdout)
+	assert.Equal(t, "on time", res.Output)
+	desc, err := env.c.DescribeWorkflowExecution(context.Background(), res.WorkflowID, "")
+	require.NoError(t, err)
+	assert.Equal(t, workflows.InteractiveQueue(workflows.TaskQueue), desc.GetExecutionConfig().GetTaskQueue().GetName())
+	return lastRunBuild(t, res.WorkflowID)
+}
+
 // lastRunBuild is the build that completed the last workflow task of workflowID's latest run.
 func lastRunBuild(t *testing.T, workflowID string) string {
 	t.Helper()
@@ -99,9 +131,14 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	})
 	waitProgress(t, batchID, -1, n/2)
 
-	// The new build's workers poll beside the old ones; then it becomes current.
+	// The new build's workers poll beside the old ones; then it becomes current. A person's
+	// run started in between runs on the old build, still current, on the queue's
+	// interactive lane, which both builds poll.
 	startBuild(t, next, 1)
 	startBuild(t, next, 2)
+	next1 := worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: next}
+	waitLane(t, "build "+next+" polls it", func(q subflow.QueueVersions) bool { return q.Polled(&next1) })
+	assert.Equal(t, old, interactiveRun(t, dir), "a run started before the switch ran on the old build")
 	var out string
 	require.Eventually(t, func() bool {
 		code, out, stderr = starter(t, dir, "deployment", "set-current", deployment, next)
@@ -117,6 +154,11 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 			return code == 0
 		}, 2*time.Minute, time.Second, "roll back to %s", old)
 	})
+
+	waitLane(t, "it routes to build "+next, func(q subflow.QueueVersions) bool {
+		return q.Current != nil && *q.Current == next1 && q.Served()
+	})
+	assert.Equal(t, next, interactiveRun(t, dir), "a run started after the switch ran on the new build")
 
 	sum := waitBatch(t, batchID)
 	require.True(t, sum.Completed(), "%+v", sum)

@@ -149,7 +149,7 @@ type Options struct {
 	// the run of TestWorkerFrozenPastHeartbeatTimeout took 78 s instead of 13 s.
 	Pollers int
 	// InteractiveActivities is the activity slots of each queue's interactive lane
-	// (workflows.InteractiveQueue), which the worker polls beside the queue: only the drives
+	// (workflows.InteractiveQueue), which the worker polls beside the queue: only the tasks
 	// of interactive runs (workflows.Interactive: `starter run`, subflow.Start) take them, so
 	// such a run never waits for a slot a batch's drive holds. 0 means
 	// MaxConcurrentActivities.
@@ -245,19 +245,22 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 			queues = append(queues, subflow.WorkspaceQueue(opts.TaskQueue, r.Dir))
 		}
 	}
-	// Each queue's interactive lane: activities only, on slots of its own.
+	// Each queue's interactive lane, with pollers and activity slots of its own: the
+	// interactive runs subflow.Start starts there, and the drives of those started on the
+	// queue, never wait for a poll or a slot a batch's task holds. Its workflow worker has
+	// its own sticky queue too, so no workflow task of such a run queues behind a batch's.
 	lane := wopts
 	lane.MaxConcurrentActivityExecutionSize = cmp.Or(opts.InteractiveActivities, opts.MaxConcurrentActivities)
-	lane.DisableWorkflowWorker = true
 	ws := &multiWorker{stopped: make(chan struct{})}
 	var polled []string
 	for _, q := range queues {
 		qw := worker.New(c, q, wopts)
-		opts.Workflows(qw)
-		qw.RegisterDynamicWorkflow(unknownWorkflow(cmp.Or(opts.BuildID, "unversioned")), workflow.DynamicRegisterOptions{})
-		activities.Register(qw, acts)
 		lw := worker.New(c, workflows.InteractiveQueue(q), lane)
-		activities.Register(lw, acts)
+		for _, w := range []worker.Worker{qw, lw} {
+			opts.Workflows(w)
+			w.RegisterDynamicWorkflow(unknownWorkflow(cmp.Or(opts.BuildID, "unversioned")), workflow.DynamicRegisterOptions{})
+			activities.Register(w, acts)
+		}
 		ws.ws = append(ws.ws, qw, lw)
 		ws.lanes = append(ws.lanes, lw)
 		polled = append(polled, q, workflows.InteractiveQueue(q))
@@ -320,12 +323,13 @@ func workerIdentity(roots []subflow.WorkspaceRoot) string {
 }
 
 // multiWorker runs the Temporal workers of a worker/app worker as one worker.Worker: one
-// per task queue it serves, and one per queue's interactive lane. Workflow and Nexus
-// registrations go to every queue's worker, activity registrations to every worker; Start,
-// Run and Stop cover all.
+// per task queue it serves, and one per queue's interactive lane. Workflow and activity
+// registrations go to every worker, Nexus registrations to every queue's worker; Start, Run
+// and Stop cover all.
 type multiWorker struct {
 	ws []worker.Worker
-	// lanes are the workers of ws that poll an interactive lane: activities only.
+	// lanes are the workers of ws that poll an interactive lane, where no Nexus endpoint
+	// points.
 	lanes   []worker.Worker
 	stopped chan struct{}
 	once    sync.Once
@@ -338,7 +342,7 @@ func (m *multiWorker) each(register func(worker.Worker)) {
 	}
 }
 
-// eachQueue calls register on every queue's worker: a lane runs no workflows.
+// eachQueue calls register on every queue's worker, the lanes left out.
 func (m *multiWorker) eachQueue(register func(worker.Worker)) {
 	for _, x := range m.ws {
 		if !slices.Contains(m.lanes, x) {
@@ -348,15 +352,15 @@ func (m *multiWorker) eachQueue(register func(worker.Worker)) {
 }
 
 func (m *multiWorker) RegisterWorkflow(w any) {
-	m.eachQueue(func(x worker.Worker) { x.RegisterWorkflow(w) })
+	m.each(func(x worker.Worker) { x.RegisterWorkflow(w) })
 }
 
 func (m *multiWorker) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
-	m.eachQueue(func(x worker.Worker) { x.RegisterWorkflowWithOptions(w, o) })
+	m.each(func(x worker.Worker) { x.RegisterWorkflowWithOptions(w, o) })
 }
 
 func (m *multiWorker) RegisterDynamicWorkflow(w any, o workflow.DynamicRegisterOptions) {
-	m.eachQueue(func(x worker.Worker) { x.RegisterDynamicWorkflow(w, o) })
+	m.each(func(x worker.Worker) { x.RegisterDynamicWorkflow(w, o) })
 }
 
 func (m *multiWorker) RegisterActivity(a any) {

@@ -96,8 +96,8 @@ func TestDefaultSDKCommandPassesThePresetsFile(t *testing.T) {
 }
 
 // TestNewBuildsAWorkerOverTheFileStore: New's worker takes workflows and activities of the
-// caller's own beside subflow's, as any worker.Worker does; its interactive lanes, which run
-// activities only, do not refuse the workflows.
+// caller's own beside subflow's, as any worker.Worker does, on its queues and their
+// interactive lanes alike.
 func TestNewBuildsAWorkerOverTheFileStore(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "nested", "sessions")
 	c, err := client.NewLazyClient(client.Options{})

@@ -21,6 +21,8 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // DefaultReplayClosed is ReplayOptions.Closed when 0: how many of the latest closed runs the
@@ -36,7 +38,8 @@ type ReplayOptions struct {
 	// Namespace is the client's namespace (the replayer reads it from the history otherwise).
 	Namespace string
 	// TaskQueues, when set, limit the fetched runs to those of these task queues (the ones
-	// the build serves); empty means every queue of the namespace.
+	// the build serves) and of their interactive lanes (workflows.InteractiveQueue), where
+	// subflow.Start starts interactive runs; empty means every queue of the namespace.
 	TaskQueues []string
 	// Closed is how many closed runs to replay besides the open ones; 0 means
 	// DefaultReplayClosed, a negative value none.
@@ -182,8 +185,14 @@ func listRuns(ctx context.Context, opts ReplayOptions) ([]*workflowpb.WorkflowEx
 	}
 	types := "WorkflowType IN (" + strings.Join(quoted, ", ") + ")"
 	if len(opts.TaskQueues) > 0 {
-		queues := make([]string, len(opts.TaskQueues))
-		for i, q := range opts.TaskQueues {
+		var queues []string
+		for _, q := range opts.TaskQueues {
+			queues = append(queues, q)
+			if !workflows.IsInteractiveQueue(q) {
+				queues = append(queues, workflows.InteractiveQueue(q))
+			}
+		}
+		for i, q := range queues {
 			queues[i] = "'" + strings.ReplaceAll(q, "'", "\\'") + "'"
 		}
 		types += " AND TaskQueue IN (" + strings.Join(queues, ", ") + ")"

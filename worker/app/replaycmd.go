@@ -23,7 +23,7 @@ func replayMain(name string, args []string, stdout, stderr io.Writer) int {
 	var dirs StringList
 	fs.Var(&dirs, "dir", "replay the recorded histories in `DIR` (*.json, */*.json) instead of the namespace's runs (repeatable)")
 	var queues StringList
-	fs.Var(&queues, "task-queue", "only the runs of task queue `Q` (repeatable; default: every queue of the namespace)")
+	fs.Var(&queues, "task-queue", "only the runs of task queue `Q` and of its interactive lane (repeatable; default: every queue of the namespace)")
 	closed := fs.Int("closed", DefaultReplayClosed, "also replay the latest `N` closed runs (0: none)")
 	deployment := fs.String("deployment-name", "", "the Worker Deployment the build will serve (default $"+EnvDeploymentName+")")
 	buildID := fs.String("build-id", "", "the build id it will serve as (default $"+EnvBuildID+", else the binary's own)")

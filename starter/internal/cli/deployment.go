@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -204,6 +205,7 @@ func unpolledVersion(ctx context.Context, c client.Client, deployment, buildID s
 	if len(queues) == 0 {
 		return fmt.Sprintf("no worker of %s has polled a workflow task queue yet", subflow.VersionName(&v)), nil
 	}
+	slices.Sort(queues)
 	return fmt.Sprintf("no worker of %s has polled its task queues (%s) in the last %v",
 		subflow.VersionName(&v), strings.Join(queues, ", "), subflow.PollerRecent), nil
 }

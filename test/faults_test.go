@@ -148,6 +148,13 @@ func (f *faultEnv) start(in workflows.StartInput) (workflows.Published, client.W
 	return pub, run
 }
 
+// onQueue is the visibility query clause of the runs of task queue q: those started on q
+// and on its interactive lane, where subflow.Start starts an interactive run once the
+// workers poll it.
+func onQueue(q string) string {
+	return fmt.Sprintf("TaskQueue IN (%q, %q)", q, workflows.InteractiveQueue(q))
+}
+
 // openStore opens the test's session store from the test process, as a second store on the
 // same data.
 func (f *faultEnv) openStore() storeopen.Store {

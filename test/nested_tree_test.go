@@ -130,7 +130,7 @@ func TestNestedFanOutOnTwoSlots(t *testing.T) {
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
 	assert.Equal(t, "level 0 done", session.JoinText(out.Result.Output))
 
-	counts := waitStatuses(t, fmt.Sprintf("TaskQueue = '%s'", f.taskQueue), 1+4+16+64,
+	counts := waitStatuses(t, onQueue(f.taskQueue), 1+4+16+64,
 		enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, waitLimit)
 	for level, ids := range treeIDs(pub.ChildID, levels, width) {
 		for _, id := range ids {
@@ -273,7 +273,7 @@ func TestNestedWorkerKilledDuringFanOut(t *testing.T) {
 	var out workflows.Outcome
 	require.NoError(t, run.Get(ctx, &out))
 	assert.Equal(t, subagent.StopCompleted, out.Result.StopReason)
-	counts := waitStatuses(t, fmt.Sprintf("TaskQueue = '%s'", f.taskQueue), 1+3+9,
+	counts := waitStatuses(t, onQueue(f.taskQueue), 1+3+9,
 		enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, waitLimit)
 	for _, level := range ids {
 		for _, id := range level {

@@ -282,7 +282,7 @@ func rejectionTable(t *testing.T, storeSpec string) {
 
 	// The starter left no run Failed: it refused before starting, or removed what its worker
 	// rejected. (A start by type name fails its own run, as the contract says.)
-	query := fmt.Sprintf("TaskQueue = %q AND ExecutionStatus = 'Failed'", f.taskQueue)
+	query := onQueue(f.taskQueue) + " AND ExecutionStatus = 'Failed'"
 	for _, id := range jsonRuns {
 		query += fmt.Sprintf(" AND WorkflowId != %q", id)
 	}

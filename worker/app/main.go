@@ -85,9 +85,9 @@ Flags:
 	fs.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
 		"activity slots of the worker (default: the Temporal SDK's, 1000)")
 	fs.IntVar(&opts.Pollers, "pollers", 0,
-		"requests for workflow tasks, and as many for activity tasks, kept open on each task queue served (default: the Temporal SDK's, 2; 8 lets interactive runs past busy batches sooner, at the cost of more tasks lost for a timeout to a frozen worker)")
+		"requests for workflow tasks, and as many for activity tasks, kept open on each task queue served and on its interactive lane (default: the Temporal SDK's, 2; 8 takes tasks on a queue batches keep busy sooner, at the cost of more tasks lost for a timeout to a frozen worker)")
 	fs.IntVar(&opts.InteractiveActivities, "interactive-activities", 0,
-		"activity slots kept for the drives of interactive runs (starter run, subflow.Start), which batches never take (default: --max-concurrent-activities)")
+		"activity slots of each queue's interactive lane, where interactive runs (starter run, subflow.Start) run and batches never do (default: --max-concurrent-activities)")
 	fs.StringVar(&opts.SubagentProvider, "subagent-provider", "",
 		"provider of subagent tool calls that name none (default spawn)")
 	fs.Var(&opts.SubagentMaxDepth, "subagent-max-depth",

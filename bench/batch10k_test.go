@@ -42,9 +42,14 @@ const (
 // (ceiling-children-runs/s-*, and runs/s-vs-ceiling-* the batch's share of it; ceiling-big-vs-ref
 // is how much of the slowdown with size is the engine's). It reports, for each size, runs/s from the
 // starter's start to its exit, the batch's history bytes per continue-as-new run (mean and
-// largest), and the peak RSS of the worker and of the starter (VmHWM, read every 100 ms).
-// With SUBFLOW_BENCH_RECORD=1 it appends runs/s, the ceiling and the peak RSS of both sizes to
-// bench/results/cost-curve.tsv and redraws the cost curve's pictures in docs/img:
+// largest), the peak RSS of the worker and of the starter (VmHWM, read every 100 ms), and a
+// task's latency in the batch, p50, p99 and their ratio (task-p99-vs-p50-*). On the embedded
+// server it also reports the server's peak RSS after each size (server-peak-rss-MB-*, the
+// bench's own process, which the server shares with the ceiling's worker); SUBFLOW_BENCH_DB
+// keeps that server's store in a SQLite file, as `starter dev --db` does (recorded as server
+// embedded-file). With SUBFLOW_BENCH_RECORD=1 it appends runs/s, the ceiling and the peak RSS
+// of both sizes to bench/results/cost-curve.tsv and redraws the cost curve's pictures in
+// docs/img:
 //
 //	go test -run '^$' -bench Batch10k -benchtime 1x -timeout 60m ./bench/
 func BenchmarkBatch10k(b *testing.B) {
@@ -78,8 +83,13 @@ func BenchmarkBatch10k(b *testing.B) {
 	for b.Loop() {
 		ref := starterBatch(b, bins, dir, scriptPath, batch10kReference)
 		refCeiling := ceilingRate(batch10kReference)
+		refServerMB := serverPeakMB()
 		big := starterBatch(b, bins, dir, scriptPath, runs)
 		bigCeiling := ceilingRate(runs)
+		if bigServerMB := serverPeakMB(); bigServerMB > 0 {
+			b.ReportMetric(refServerMB, "server-peak-rss-MB-ref")
+			b.ReportMetric(bigServerMB, "server-peak-rss-MB-big")
+		}
 		b.ReportMetric(refCeiling, "ceiling-children-runs/s-ref")
 		b.ReportMetric(bigCeiling, "ceiling-children-runs/s-big")
 		b.ReportMetric(bigCeiling/refCeiling, "ceiling-big-vs-ref")
@@ -95,6 +105,9 @@ func BenchmarkBatch10k(b *testing.B) {
 			b.ReportMetric(m.r.historyKB, "history-KB/run-"+m.size)
 			b.ReportMetric(m.r.historyMaxKB, "history-max-KB/run-"+m.size)
 			b.ReportMetric(float64(m.r.workflowRuns), "workflow-runs-"+m.size)
+			b.ReportMetric(float64(m.r.taskP50.Milliseconds()), "task-p50-ms-"+m.size)
+			b.ReportMetric(float64(m.r.taskP99.Milliseconds()), "task-p99-ms-"+m.size)
+			b.ReportMetric(m.r.taskP99.Seconds()/m.r.taskP50.Seconds(), "task-p99-vs-p50-"+m.size)
 		}
 		b.ReportMetric(big.runsPerSec/ref.runsPerSec, "runs/s-big-vs-ref")
 		b.ReportMetric(big.starterMB/ref.starterMB, "starter-rss-big-vs-ref")
@@ -111,10 +124,26 @@ func BenchmarkBatch10k(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// serverPeakMB is the peak RSS (VmHWM) of the embedded server so far, which runs in this
+// process beside the ceiling's worker, or 0 on an external server.
+func serverPeakMB() float64 {
+	if os.Getenv(externalServerEnv) != "" {
+		return 0
+	}
+	kb, err := procStatusKB(0, "VmHWM")
+	if err != nil {
+		return 0
+	}
+	return float64(kb) / 1024
+}
+
 // batchRun is what starterBatch measured of one batch.
 type batchRun struct {
 	runsPerSec, workerMB, starterMB, historyKB, historyMaxKB float64
 	workflowRuns                                             int
+	// taskP50, taskP99 are the batch's own percentiles of a task's time from its start in
+	// the batch to its result (BatchSummary.Durations).
+	taskP50, taskP99 time.Duration
 }
 
 // starterBatch runs a batch of n scripted tasks through `starter batch --out` and a worker
@@ -161,6 +190,9 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 	require.NoError(b, err, "starter: %s", stderr.String())
 	mean, largest, runs := historyBytes(b, id)
 	r.historyKB, r.historyMaxKB, r.workflowRuns = mean/1024, largest/1024, runs
+	var sum workflows.BatchSummary
+	require.NoError(b, env.c.GetWorkflow(context.Background(), id, "").Get(context.Background(), &sum))
+	r.taskP50, r.taskP99 = sum.Durations.Percentile(50), sum.Durations.Percentile(99)
 	return r
 }
 

@@ -39,6 +39,10 @@ const (
 // instead of the embedded server.
 const externalServerEnv = "SUBFLOW_BENCH_TEMPORAL_ADDRESS"
 
+// dbFileEnv names a SQLite file for the embedded server to keep its store in, as `starter dev
+// --db` does, instead of memory.
+const dbFileEnv = "SUBFLOW_BENCH_DB"
+
 var env struct {
 	c   client.Client
 	tmp string
@@ -71,7 +75,8 @@ func run(m *testing.M) int {
 			Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	} else {
 		var srv *devserver.Server
-		srv, err = devserver.Start(ctx, devserver.Options{UIPort: devserver.NoUI, LogLevel: "error"})
+		srv, err = devserver.Start(ctx, devserver.Options{UIPort: devserver.NoUI, LogLevel: "error",
+			DBFile: os.Getenv(dbFileEnv)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: start server:", err)
 			return 1

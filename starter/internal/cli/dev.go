@@ -47,6 +47,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "Web UI           %s\n", srv.UIAddr())
 	if *db != "" {
 		fmt.Fprintf(stdout, "Database         %s\n", *db)
+	} else {
+		// The store in memory grows with every run it keeps, faster than on a file: a batch
+		// of tens of thousands of tasks exhausts it (docs/batches.md).
+		fmt.Fprintln(stdout, "Database         in memory (--db FILE for batches of more than 10,000 tasks)")
 	}
 
 	if !*noWorker {

@@ -249,7 +249,7 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// gives up after 500 ms and is tried again, so under a batch some children lose that
 		// race two or more times and a task's p99 grows to 1.8 × its p50 (5 × on the
 		// PostgreSQL cluster). Waiting in line up to 2 s serves the children in turn at the
-		// same speed: p99 1.1–1.4 × p50 (docs/deployment.md, "A child's start and its
+		// same speed: p99 1.1–1.7 × p50 (docs/deployment.md, "A child's start and its
 		// parent's lock").
 		dynamicconfig.HistoryCacheNonUserContextLockTimeout.Key(): 2 * time.Second,
 		// A worker that stops gracefully leaves the task queue's pollers at once (default:

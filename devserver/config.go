@@ -97,7 +97,12 @@ func prepareDB(opts Options) (*config.SQL, error) {
 		sqlConf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
 		sqlConf.DatabaseName = fmt.Sprintf("devserver-%d-%d", os.Getpid(), memoryDBs.Add(1))
 	} else {
-		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc"}
+		// A write-ahead log, synced at every commit as the default rollback journal is: that
+		// journal writes each changed page twice and creates, syncs and deletes a file at
+		// every commit, and a batch ran 1.6 × slower on it (docs/benchmarks.md, "The
+		// embedded server's file store"). FILE-wal and FILE-shm sit beside FILE from the
+		// first start on; the log holds the latest commits until SQLite copies them in.
+		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "full"}
 		sqlConf.DatabaseName = opts.DBFile
 		_, err := os.Stat(opts.DBFile)
 		switch {

@@ -39,7 +39,9 @@ type Options struct {
 	// UIPort is the Web UI port; 0 picks a free one and NoUI disables the UI.
 	UIPort int
 	// DBFile persists the server in this SQLite file, created with its schema if absent; its
-	// directory must exist. Empty keeps everything in memory for the life of the process.
+	// directory must exist. The file keeps a write-ahead log beside it (DBFile-wal and
+	// DBFile-shm), synced at every commit. Empty keeps everything in memory for the life of
+	// the process.
 	DBFile string
 	// Namespace is registered at start, with SearchAttributes. Default "default".
 	Namespace string

@@ -99,7 +99,7 @@ func prepareDB(opts Options) (*config.SQL, error) {
 	} else {
 		// A write-ahead log, synced at every commit as the default rollback journal is: that
 		// journal writes each changed page twice and creates, syncs and deletes a file at
-		// every commit, and a batch ran 1.6 × slower on it (docs/benchmarks.md, "The
+		// every commit, and a batch ran 1.55–1.83 × slower on it (docs/benchmarks.md, "The
 		// embedded server's file store"). FILE-wal and FILE-shm sit beside FILE from the
 		// first start on; the log holds the latest commits until SQLite copies them in.
 		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "full"}

@@ -19,6 +19,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/server/common/config"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
 
 	"github.com/subflow-dev/subflow/devserver"
 )
@@ -124,16 +126,29 @@ func TestRestartOnDBFile(t *testing.T) {
 // --db ran at 0.6 of the speed it has with the log (docs/benchmarks.md, "The embedded
 // server's file store").
 func TestDBFileKeepsAWriteAheadLog(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "dev.db")
-	start(t, devserver.Options{DBFile: db, UIPort: devserver.NoUI, Namespace: "subflow-test"})
+	fresh := filepath.Join(t.TempDir(), "dev.db")
+	start(t, devserver.Options{DBFile: fresh, UIPort: devserver.NoUI, Namespace: "subflow-test"})
+	assert.Equal(t, "wal", journalMode(t, fresh))
 
-	// The server's SQLite driver is linked in; a second connection reads the file's mode.
+	// A file an earlier build made, on the rollback journal, is moved to the log at start.
+	old := filepath.Join(t.TempDir(), "old.db")
+	require.NoError(t, sqliteschema.SetupSchema(&config.SQL{PluginName: "sqlite", DatabaseName: old,
+		ConnectAttributes: map[string]string{"mode": "rwc"}}))
+	require.Equal(t, "delete", journalMode(t, old))
+	start(t, devserver.Options{DBFile: old, UIPort: devserver.NoUI, Namespace: "subflow-test"})
+	assert.Equal(t, "wal", journalMode(t, old))
+}
+
+// journalMode reads the journal mode of the SQLite file db through a connection of its own
+// (the server's SQLite driver is linked in).
+func journalMode(t *testing.T, db string) string {
+	t.Helper()
 	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
 	require.NoError(t, err)
 	defer conn.Close()
 	var mode string
 	require.NoError(t, conn.QueryRow("PRAGMA journal_mode").Scan(&mode))
-	assert.Equal(t, "wal", mode)
+	return mode
 }
 
 // A busy port the caller chose is an error, not the process exit the server and the UI

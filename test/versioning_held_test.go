@@ -169,6 +169,12 @@ func TestWorkerSaysItGetsNoRuns(t *testing.T) {
 	queue := "idle-" + uuid.NewString()
 	deployedWorker(t, deployment, "a", queue, nil)
 	setCurrent(t, deployment, "a")
+	// The deployment's routing reaches the task queue a moment after SetCurrentVersion
+	// returns, and a worker reads the queue once at start.
+	require.Eventually(t, func() bool {
+		q, err := subflow.ReadQueueVersions(context.Background(), env.c, queue)
+		return err == nil && q.Current != nil && q.Current.BuildID == "a"
+	}, waitLimit, 50*time.Millisecond, "the queue routes to build a")
 
 	warnings := func(deploymentName, buildID string) []string {
 		core, logs := observer.New(zapcore.WarnLevel)

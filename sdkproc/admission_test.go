@@ -3,6 +3,7 @@ package sdkproc
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -95,6 +96,9 @@ func TestRuntimeNotAdmittedWithoutAdmit(t *testing.T) {
 func TestRuntimePermitReleasedAtDispose(t *testing.T) {
 	var adm countingAdmit
 	cfg, req := openAIChild(t, func(w http.ResponseWriter, r *http.Request) {
+		// The server notices the client's connection close only once the body is read;
+		// unread, the handler would hold httptest's Close for its whole minute.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-r.Context().Done():
 		case <-time.After(time.Minute):

@@ -257,9 +257,13 @@ func TestCancelDuringTool(t *testing.T) {
 	assert.Equal(t, session.EndCompleted, lastTurnEnd(t, f.events("s1")).Reason.Kind)
 }
 
+// TestCancelRightAfterFollowupIsNotLost: a cancel that comes before the followed-up turn has
+// started, or while it runs, aborts it. The answer takes long enough that the turn cannot
+// have ended first: an immediate one let a loaded machine finish the turn before the cancel
+// (seen once under -race), a case where there is nothing left to cancel.
 func TestCancelRightAfterFollowupIsNotLost(t *testing.T) {
 	f := newFixture(t)
-	f.create("s1", f.script(`{"text": "never said"}`))
+	f.create("s1", f.script(`{"text": "never said", "delayMs": 10000}`))
 	a := f.open("s1")
 	a.Cancel(session.CauseUser) // idle: no-op
 	_, err := a.Followup(context.Background(), []session.Block{session.Text("go")})

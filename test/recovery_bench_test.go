@@ -94,6 +94,7 @@ func taskAfterDrive(events []*historypb.HistoryEvent) time.Duration {
 // The answer streams for 3 s, so that a heartbeat carrying part of it reaches the server
 // before the drive ends, however the heartbeats fall on a loaded machine.
 func TestWorkerKillsEachRunCompletesOnce(t *testing.T) {
+	t.Parallel()
 	f := newFaultEnv(t, "")
 	for i := range 10 {
 		took := killRecovery(t, f, 3*time.Second)

@@ -36,6 +36,7 @@ esac
 // handshake's message (type sdk-start), and every process it started — the child and the
 // grandchild, listed through /proc while the handshake waits — has ended when the run has.
 func TestSDKHandshakeFailureIsFinal(t *testing.T) {
+	t.Parallel()
 	f := newFaultEnv(t, "")
 	bin := filepath.Join(t.TempDir(), "bad-runtime.sh")
 	require.NoError(t, os.WriteFile(bin, []byte(badRuntime), 0o755))

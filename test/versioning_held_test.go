@@ -173,7 +173,7 @@ func TestWorkerSaysItGetsNoRuns(t *testing.T) {
 	// returns, and a worker reads the queue once at start.
 	require.Eventually(t, func() bool {
 		q, err := subflow.ReadQueueVersions(context.Background(), env.c, queue)
-		return err == nil && q.Current != nil && q.Current.BuildID == "a"
+		return err == nil && q.Current != nil && *q.Current == worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: "a"}
 	}, waitLimit, 50*time.Millisecond, "the queue routes to build a")
 
 	warnings := func(deploymentName, buildID string) []string {

@@ -162,8 +162,8 @@ func TestBatchStatusWithoutWorkers(t *testing.T) {
 // TestWorkerSaysItGetsNoRuns starts workers that the task queue's routing gives no runs:
 // an unversioned worker on a queue with a current version, and a build that is neither
 // current nor ramping nor draining; each warns at start naming the queue and the current
-// version. A worker of the current build does not, nor one that makes its build current
-// (--make-current), which it does.
+// version. A worker of the current build does not, even right after its build was made
+// current, nor one that makes its build current (--make-current), which it does.
 func TestWorkerSaysItGetsNoRuns(t *testing.T) {
 	deployment := "idle-" + uuid.NewString()[:8]
 	queue := "idle-" + uuid.NewString()
@@ -201,6 +201,10 @@ func TestWorkerSaysItGetsNoRuns(t *testing.T) {
 	assert.Contains(t, idle, "starter deployment set-current "+deployment+" c")
 	assert.Contains(t, idle, current)
 	assert.Empty(t, warnings(deployment, "a"), "the current build serves runs")
+	// A build made current a moment ago serves runs though its queue may not say so yet.
+	deployedWorker(t, deployment, "e", queue, nil)
+	setCurrent(t, deployment, "e")
+	assert.Empty(t, warnings(deployment, "e"), "a build just made current serves runs")
 
 	// A worker told to make its build current (compose's one build at a time) does so once
 	// it polls, without a warning.

@@ -17,42 +17,62 @@ import (
 // routeCheckTimeout bounds the look at the task queue's routing a worker takes at start.
 const routeCheckTimeout = 5 * time.Second
 
-// warnIfIdle logs a warning when the worker, as the task queue's routing stands, would
-// receive no new runs: an unversioned worker on a queue whose runs go to a Worker Deployment
-// version, or a versioned one whose build is neither current nor ramping nor draining (a new
-// build waits for `starter deployment set-current`; docs/deployment.md, "Rolling out a new
-// build"). It returns the warning's message, "" when there is none.
+// warnIfIdle logs a warning when the worker, as the routing stands, would receive no new
+// runs: an unversioned worker on a queue whose runs go to a Worker Deployment version, or a
+// versioned one whose build is neither current nor ramping nor draining (a new build waits
+// for `starter deployment set-current`; docs/deployment.md, "Rolling out a new build"). It
+// returns the warning's message, "" when there is none.
+//
+// A versioned worker reads its deployment's routing, which a set-current changes before it
+// returns; the task queue learns it a moment later, so a worker started right after a
+// set-current would read the queue's previous routing and warn wrongly. An unversioned worker
+// names no deployment and can only read the queue.
 func warnIfIdle(ctx context.Context, c client.Client, opts Options) string {
 	ctx, cancel := context.WithTimeout(ctx, routeCheckTimeout)
 	defer cancel()
-	q, err := subflow.ReadQueueVersions(ctx, c, opts.TaskQueue)
-	if err != nil {
-		opts.Logger.Info("could not read the task queue's versions", zap.String("taskQueue", opts.TaskQueue), zap.Error(err))
-		return ""
-	}
-	fields := []zap.Field{zap.String("taskQueue", opts.TaskQueue), zap.String("currentVersion", subflow.VersionName(q.Current))}
-	if q.RampingPercentage > 0 {
-		fields = append(fields, zap.String("rampingVersion", subflow.VersionName(q.Ramping)), zap.Float32("rampingPercentage", q.RampingPercentage))
-	}
-	var msg string
+	var current, ramping *worker.WorkerDeploymentVersion
+	var rampingPercentage float32
+	var drainage client.WorkerDeploymentVersionDrainageStatus
+	v := worker.WorkerDeploymentVersion{DeploymentName: opts.DeploymentName, BuildID: opts.BuildID}
 	if opts.DeploymentName == "" {
+		q, err := subflow.ReadQueueVersions(ctx, c, opts.TaskQueue)
+		if err != nil {
+			opts.Logger.Info("could not read the task queue's versions", zap.String("taskQueue", opts.TaskQueue), zap.Error(err))
+			return ""
+		}
 		if !q.Versioned() {
 			return ""
 		}
-		msg = "this unversioned worker receives no new runs: its task queue routes them to a Worker Deployment version; start it with --deployment-name and --build-id"
+		current, ramping, rampingPercentage = q.Current, q.Ramping, q.RampingPercentage
 	} else {
-		v := worker.WorkerDeploymentVersion{DeploymentName: opts.DeploymentName, BuildID: opts.BuildID}
-		if (q.Current != nil && *q.Current == v) || (q.RampingPercentage > 0 && q.Ramping != nil && *q.Ramping == v) {
-			return ""
-		}
-		desc, err := c.WorkerDeploymentClient().GetHandle(v.DeploymentName).DescribeVersion(ctx,
-			client.WorkerDeploymentDescribeVersionOptions{BuildID: v.BuildID})
+		desc, err := c.WorkerDeploymentClient().GetHandle(v.DeploymentName).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 		var nf *serviceerror.NotFound
 		switch {
-		case err != nil && !errors.As(err, &nf):
-			opts.Logger.Info("could not describe the worker's version", zap.String("version", subflow.VersionName(&v)), zap.Error(err))
+		case errors.As(err, &nf):
+			// No worker of the deployment has polled yet: nothing routes to it.
+		case err != nil:
+			opts.Logger.Info("could not describe the worker's deployment", zap.String("version", subflow.VersionName(&v)), zap.Error(err))
 			return ""
-		case err == nil && desc.Info.DrainageInfo != nil && desc.Info.DrainageInfo.DrainageStatus == client.WorkerDeploymentVersionDrainageStatusDraining:
+		default:
+			rc := desc.Info.RoutingConfig
+			current, ramping, rampingPercentage = rc.CurrentVersion, rc.RampingVersion, rc.RampingVersionPercentage
+			for _, s := range desc.Info.VersionSummaries {
+				if s.Version == v {
+					drainage = s.DrainageStatus
+				}
+			}
+		}
+	}
+	fields := []zap.Field{zap.String("taskQueue", opts.TaskQueue), zap.String("currentVersion", subflow.VersionName(current))}
+	if rampingPercentage > 0 {
+		fields = append(fields, zap.String("rampingVersion", subflow.VersionName(ramping)), zap.Float32("rampingPercentage", rampingPercentage))
+	}
+	msg := "this unversioned worker receives no new runs: its task queue routes them to a Worker Deployment version; start it with --deployment-name and --build-id"
+	if opts.DeploymentName != "" {
+		switch {
+		case current != nil && *current == v, rampingPercentage > 0 && ramping != nil && *ramping == v:
+			return ""
+		case drainage == client.WorkerDeploymentVersionDrainageStatusDraining:
 			opts.Logger.Info("this build is draining: it serves only the runs pinned to it", fields...)
 			return ""
 		}

@@ -38,7 +38,7 @@ const retentionRuns = 1000
 
 // retention is the retention the retention tests give their workers (--retention): short,
 // since each test waits it out between its runs and the cleanup.
-const retention = 20 * time.Second
+const retention = 5 * time.Second
 
 // TestRetentionCleanup runs 1,000 short runs (a batch, some with results and requests stored
 // by reference) on the file store with a short retention (worker --retention), then

@@ -14,7 +14,8 @@ import (
 	"github.com/subflow-dev/subflow"
 )
 
-// routeCheckTimeout bounds the look at the task queue's routing a worker takes at start.
+// routeCheckTimeout bounds the look at the routing (its deployment's or its task queue's) a
+// worker takes at start.
 const routeCheckTimeout = 5 * time.Second
 
 // warnIfIdle logs a warning when the worker, as the routing stands, would receive no new

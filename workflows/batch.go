@@ -48,7 +48,7 @@ const AwaitChildTimeout = 30 * 24 * time.Hour
 //     children still running to the next run by workflow id (BatchState.Running), and that
 //     run awaits each with the AwaitChild activity, which long-polls the child's result
 //     through the client. A child that runs for hours thus holds one concurrency slot and
-//     stalls the others for no more than drainBound once a run.
+//     stalls the others for no more than drainMax once a run.
 //   - Live control: UpdatePause, UpdateResume, UpdateResize and UpdateCancel, each answered
 //     with the new summary.
 //
@@ -353,15 +353,31 @@ func (b *batch) load(ctx workflow.Context) error {
 	return fmt.Errorf("batch %s: no stored page holds task %d", b.id, b.cursor)
 }
 
-// drainBound bounds how long a run that is due to continue as new waits for the children it
+// The drain bounds how long a run that is due to continue as new waits for the children it
 // awaits to end. The server refuses a workflow task that closes a run while an event for the
 // run arrived (UnhandledCommand), and the SDK then replays the run's whole history before it
 // tries again: with children ending every few milliseconds a close failed twice in most runs,
 // each failure a replay of megabytes. A run whose children have all ended has nothing left to
-// arrive. Children still running after drainBound, the long ones, are handed over as before.
-const drainBound = 2 * time.Second
+// arrive. Children still running after the bound, the long ones, are handed over as before.
+const (
+	// drainMin is the bound before any task has ended, and the least it is: tasks of 0.5 to
+	// 1.3 s drained within it.
+	drainMin = 2 * time.Second
+	// drainMax caps the bound, so that a batch of long tasks stalls its slots for no more than
+	// this once a run: a long child ends rarely, so its close seldom races, and it is handed
+	// over.
+	drainMax = 10 * time.Second
+)
 
-// drain waits up to drainBound for the run's children to end, starting none (drainBound).
+// drainBound returns how long this run's drain waits: a quarter more than the batch's 99th
+// percentile task duration so far (the youngest child started as the drain began, and the
+// histogram is within 1/16), between drainMin and drainMax. A fixed 2 s left half the
+// children of a batch of 2 s tasks running, and their ends failed the close.
+func (b *batch) drainBound() time.Duration {
+	return min(max(b.sum.Durations.Percentile(99)*5/4, drainMin), drainMax)
+}
+
+// drain waits up to drainBound for the run's children to end, starting none.
 // When they end first it cancels its timer, in the workflow task that closes the run: a timer
 // left to fire while that task is out is an event like a child's completion, and fails it the
 // same way (the server drops a fired timer's event only when the task cancels the timer). The
@@ -370,7 +386,7 @@ const drainBound = 2 * time.Second
 func (b *batch) drain(ctx workflow.Context) {
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	timer := workflow.NewTimerWithOptions(tctx, drainBound, workflow.TimerOptions{Summary: "drain: the run's children end before it continues as new"})
+	timer := workflow.NewTimerWithOptions(tctx, b.drainBound(), workflow.TimerOptions{Summary: "drain: the run's children end before it continues as new"})
 	_ = workflow.Await(ctx, func() bool { return b.running == 0 || b.cancelled || timer.IsReady() })
 }
 

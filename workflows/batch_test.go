@@ -372,12 +372,12 @@ func TestBatchContinuesAsNewHandingOverRunningChildren(t *testing.T) {
 }
 
 // TestBatchDrainsItsChildrenBeforeContinuingAsNew: a run due to continue as new starts nothing
-// more and waits, up to drainBound, for its children to end, so that its close does not race
+// more and waits, up to drainMin before any task has ended, for its children to end, so that its close does not race
 // their completions; children that end within the bound are counted by the run that started
 // them and none is handed over. (Children longer than the bound are handed over:
 // TestBatchContinuesAsNewHandingOverRunningChildren.)
 func TestBatchDrainsItsChildrenBeforeContinuingAsNew(t *testing.T) {
-	f := &batchFakes{runTime: drainBound / 4}
+	f := &batchFakes{runTime: drainMin / 4}
 	sum, nexts := runChain(t, f, BatchInput{BatchID: "b-drain", Tasks: batchTasks(10), Total: 10, Defaults: batchDefaults,
 		Concurrency: 3, ContinueAsNewAfter: 5}, 3)
 
@@ -390,6 +390,27 @@ func TestBatchDrainsItsChildrenBeforeContinuingAsNew(t *testing.T) {
 	assert.Empty(t, f.Awaited(), "nothing is inherited, so nothing is awaited by id")
 	assert.Len(t, f.children, 10, "no task starts twice")
 	assert.Equal(t, 10, sum.Done)
+	assert.True(t, sum.Completed())
+}
+
+// TestBatchDrainWaitsAsLongAsItsTasksTake: the drain's bound follows the batch's own task
+// durations, so a run whose tasks take longer than drainMin still waits for the children it
+// started last, which began as the drain did, instead of handing them over while they end.
+func TestBatchDrainWaitsAsLongAsItsTasksTake(t *testing.T) {
+	f := &batchFakes{runTime: drainMin * 3 / 2}
+	sum, nexts := runChain(t, f, BatchInput{BatchID: "b-drain-long", Tasks: batchTasks(9), Total: 9, Defaults: batchDefaults,
+		Concurrency: 3, ContinueAsNewAfter: 6}, 3)
+
+	// Run 1 starts tasks 0-2; once they end (3 s each), 3-5, and then it is due.
+	require.Len(t, nexts, 1)
+	first := nexts[0].State
+	require.NotNil(t, first)
+	assert.Equal(t, 6, first.Next)
+	assert.Empty(t, first.Running, "children as long as the batch's tasks end within the drain")
+	assert.Equal(t, 6, first.Summary.Done, "the run counts every child it started")
+	assert.Empty(t, f.Awaited())
+	assert.Len(t, f.children, 9, "no task starts twice")
+	assert.Equal(t, 9, sum.Done)
 	assert.True(t, sum.Completed())
 }
 

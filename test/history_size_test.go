@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/subagent"
@@ -77,4 +79,62 @@ func TestRecordBatchHistory(t *testing.T) {
 	got := readResults(t, env.c, batchID)
 	require.Len(t, got, 2)
 	record(t, run, "batch-completed")
+}
+
+// TestRecordBatchDrainHistories: a run due to continue as new drains its children, and a child
+// longer than the drain is handed over to the next run, which awaits it by id. The slow task
+// takes 3 s, longer than the 2 s the first drain waits before any task has ended, so run 1's
+// drain timer fires and it continues as new with that child running; run 2 awaits it with
+// AwaitChild and counts it once. Both runs are recorded for the replay test (batch-drained,
+// batch-inherited): the shape every large batch takes at each continue-as-new.
+func TestRecordBatchDrainHistories(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tasks := []workflows.Task{
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "slow", "delayMs": 3000}`), "slow"),
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "fast"}`), "fast"),
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "after"}`), "after"),
+	}
+	batchID := "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 2, ContinueAsNewAfter: 2})
+	first := run.GetRunID() // Get moves the run along the chain to its last run
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var sum workflows.BatchSummary
+	require.NoError(t, run.Get(ctx, &sum))
+	assert.True(t, sum.Completed(), "%+v", sum)
+	assert.Equal(t, 2, sum.Runs)
+	results := readResults(t, env.c, batchID)
+	require.Len(t, results, 3)
+	for i, want := range []string{"slow", "fast", "after"} {
+		assert.Equal(t, want, results[i].Output, "task %d", i)
+	}
+
+	var fired bool
+	var next workflows.BatchInput
+	var second string
+	iter := env.c.GetWorkflowHistory(ctx, batchID, first, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_TIMER_FIRED:
+			fired = true
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			attrs := ev.GetWorkflowExecutionContinuedAsNewEventAttributes()
+			second = attrs.GetNewExecutionRunId()
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &next))
+		}
+	}
+	assert.True(t, fired, "run 1's drain ended on its timer, with the slow child running")
+	require.NotEmpty(t, second, "run 1 continued as new")
+	require.NotNil(t, next.State)
+	var handed []int
+	for _, rt := range next.State.Running {
+		handed = append(handed, rt.Index)
+	}
+	assert.Contains(t, handed, 0, "the slow child is handed over")
+
+	record(t, env.c.GetWorkflow(ctx, batchID, first), "batch-drained")
+	record(t, env.c.GetWorkflow(ctx, batchID, second), "batch-inherited")
 }

@@ -83,7 +83,7 @@ func TestRecordBatchHistory(t *testing.T) {
 
 // TestRecordBatchDrainHistories: a run due to continue as new drains its children, and a child
 // longer than the drain is handed over to the next run, which awaits it by id. The slow task
-// takes 3 s, longer than the 2 s the first drain waits before any task has ended, so run 1's
+// takes 5 s, well past the 2 s the first drain waits before any task has ended, so run 1's
 // drain timer fires and it continues as new with that child running; run 2 awaits it with
 // AwaitChild and counts it once. Both runs are recorded for the replay test (batch-drained,
 // batch-inherited): the shape every large batch takes at each continue-as-new.
@@ -91,7 +91,7 @@ func TestRecordBatchDrainHistories(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	tasks := []workflows.Task{
-		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "slow", "delayMs": 3000}`), "slow"),
+		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "slow", "delayMs": 5000}`), "slow"),
 		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "fast"}`), "fast"),
 		scriptedTask(subagent.ProviderSpawn, dir, script(t, dir, `{"text": "after"}`), "after"),
 	}

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +50,9 @@ const (
 // server it also reports the server's peak RSS after each size (server-peak-rss-MB-*, the
 // bench's own process, which the server shares with the ceiling's worker); SUBFLOW_BENCH_DB
 // keeps that server's store in a SQLite file, as `starter dev --db` does (recorded as server
-// embedded-file). With SUBFLOW_BENCH_RECORD=1 it appends runs/s, the ceiling and the peak RSS
+// embedded-file). SUBFLOW_BENCH_PROFILES=DIR has the worker serve its profiles (--pprof-addr)
+// and saves its heap profile into DIR each minute and at the end (heapProfiles). With
+// SUBFLOW_BENCH_RECORD=1 it appends runs/s, the ceiling and the peak RSS
 // of both sizes to bench/results/cost-curve.tsv and redraws the cost curve's pictures in
 // docs/img:
 //
@@ -163,10 +168,20 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 	queue := "bench-10k-" + fmt.Sprint(time.Now().UnixNano())
 	// --gc-every 0: the hourly retention cleanup fires at an offset its queue's name fixes, so
 	// it would land inside some measurements and not others and walk the whole store there.
-	w := exec.Command(bins["worker"], "--task-queue", queue, "--session-root", filepath.Join(dir, "sessions"),
-		"--log-level", "warn", "--gc-every", "0")
+	args := []string{"--task-queue", queue, "--session-root", filepath.Join(dir, "sessions"),
+		"--log-level", "warn", "--gc-every", "0"}
+	profileDir, profileAddr := os.Getenv("SUBFLOW_BENCH_PROFILES"), ""
+	if profileDir != "" {
+		profileAddr = freeAddr(b)
+		args = append(args, "--pprof-addr", profileAddr)
+	}
+	w := exec.Command(bins["worker"], args...)
 	w.Env = procEnv
 	require.NoError(b, w.Start())
+	stopProfiles := func() {}
+	if profileDir != "" {
+		stopProfiles = heapProfiles(b, profileAddr, filepath.Join(profileDir, fmt.Sprintf("worker-heap-%d", n)))
+	}
 
 	id := "bench-10k-" + fmt.Sprint(time.Now().UnixNano())
 	s := exec.Command(bins["starter"], "batch", "--id", id, "--task-queue", queue,
@@ -185,6 +200,7 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 	r.starterMB, starterByMinute = starterPeak()
 	b.Logf("%d tasks: peak RSS in MB at the end of each minute (minute:MB), worker%s; starter%s",
 		n, minutes(workerByMinute), minutes(starterByMinute))
+	stopProfiles()
 	_ = w.Process.Signal(syscall.SIGTERM)
 	_ = w.Wait()
 	require.NoError(b, err, "starter: %s", stderr.String())
@@ -234,6 +250,60 @@ func peakRSS(pid int) func() (peak float64, byMinute []float64) {
 		close(done)
 		r := <-out
 		return r.peak, r.byMinute
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	addr := ln.Addr().String()
+	require.NoError(b, ln.Close())
+	return addr
+}
+
+// heapProfiles saves the heap profile the worker serves on addr (--pprof-addr), after a GC, at
+// the end of each minute as prefix-MM.pb.gz and, when the returned function is called, as
+// prefix-end.pb.gz: `go tool pprof -base prefix-01.pb.gz prefix-end.pb.gz` shows what the
+// worker holds more at the end than after a minute.
+func heapProfiles(b *testing.B, addr, prefix string) (stop func()) {
+	require.NoError(b, os.MkdirAll(filepath.Dir(prefix), 0o755))
+	save := func(name string) {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			b.Logf("heap profile %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if err == nil {
+			err = os.WriteFile(prefix+"-"+name+".pb.gz", body, 0o644)
+		}
+		if err != nil {
+			b.Logf("heap profile %s: %v", name, err)
+		}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for minute := 1; ; minute++ {
+			select {
+			case <-done:
+				save("end")
+				return
+			case <-t.C:
+				save(fmt.Sprintf("%02d", minute))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
 	}
 }
 

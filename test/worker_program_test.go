@@ -27,7 +27,8 @@ import (
 
 // TestWorkerProgramLogsIDsAndServesMetrics runs the real worker binary against an embedded
 // server: a run's log lines (JSON on stderr) carry its workflow, run and child ids, and
-// /metrics answers with the SDK's temporal_ metrics.
+// /metrics answers with the SDK's temporal_ metrics, and --pprof-addr serves the process's heap
+// profile.
 func TestWorkerProgramLogsIDsAndServesMetrics(t *testing.T) {
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "worker")
@@ -46,7 +47,7 @@ func TestWorkerProgramLogsIDsAndServesMetrics(t *testing.T) {
 
 	taskQueue := "workerprogram" // label values are sanitized to [a-zA-Z0-9_]
 	cmd := exec.Command(bin, "--task-queue", taskQueue, "--session-root", filepath.Join(tmp, "sessions"),
-		"--metrics-addr", "127.0.0.1:0")
+		"--metrics-addr", "127.0.0.1:0", "--pprof-addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.FrontendAddr(), "TEMPORAL_NAMESPACE="+srv.Namespace())
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
@@ -95,6 +96,15 @@ func TestWorkerProgramLogsIDsAndServesMetrics(t *testing.T) {
 	}, waitLimit, 100*time.Millisecond, "metrics never showed the run's activities")
 	assert.True(t, strings.Contains(body, "temporal_request_total"), "the client's request counter is exported")
 	assert.True(t, strings.Contains(body, `task_queue="`+taskQueue+`"`), "metrics are labelled with the task queue")
+
+	profilesURL := logs.waitFor(t, func(l map[string]any) bool { return l["msg"] == "serving profiles" })["url"].(string)
+	resp, err := http.Get(profilesURL + "heap?debug=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	heap, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.True(t, strings.HasPrefix(string(heap), "heap profile:"), "the heap profile is served: %.80s", heap)
 }
 
 // logLines collects the JSON log lines of a process.

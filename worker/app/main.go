@@ -82,6 +82,7 @@ Flags:
 	fs.Var(rpm, "model-rpm", "`PROVIDER=N`: at most N requests to the model provider per minute across the cluster (repeatable; give every worker the same)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics (default: off)")
+	pprofAddr := fs.String("pprof-addr", "", "serve the Go runtime's profiles (heap, goroutine, CPU) on http://`ADDR`/debug/pprof/, for go tool pprof; keep ADDR loopback or operator-only (default: off)")
 	fs.IntVar(&opts.MaxConcurrentActivities, "max-concurrent-activities", 0,
 		"activity slots of the worker (default: the Temporal SDK's, 1000)")
 	fs.IntVar(&opts.Pollers, "pollers", 0,
@@ -170,6 +171,19 @@ Flags:
 		}()
 		copts.MetricsHandler = metrics.Handler()
 		logger.Info("serving metrics", zap.String("url", "http://"+metrics.Addr()+MetricsPath))
+	}
+	if *pprofAddr != "" {
+		profiles, err := ServeProfiles(*pprofAddr)
+		if err != nil {
+			logger.Error("serve profiles", zap.Error(err))
+			return 1
+		}
+		defer func() {
+			if err := profiles.Close(); err != nil {
+				logger.Error("stop profiles", zap.Error(err))
+			}
+		}()
+		logger.Info("serving profiles", zap.String("url", "http://"+profiles.Addr()+ProfilesPath))
 	}
 	c, err := subflow.Dial(context.Background(), copts)
 	if err != nil {

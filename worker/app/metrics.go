@@ -1,11 +1,9 @@
 package app
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -30,9 +28,7 @@ const metricsInterval = time.Second
 type Metrics struct {
 	handler client.MetricsHandler
 	scope   io.Closer
-	srv     *http.Server
-	addr    string
-	served  chan error
+	srv     *httpServer
 }
 
 // ServeMetrics listens on addr ("127.0.0.1:9090"; port 0 picks a free one) and serves the
@@ -55,41 +51,31 @@ func ServeMetrics(addr string, log *zap.Logger) (*Metrics, error) {
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, metricsInterval)
 
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		_ = closer.Close()
-		return nil, fmt.Errorf("app: metrics listen %s: %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle(MetricsPath, reporter.HTTPHandler())
-	m := &Metrics{
+	srv, err := serveHTTP("metrics", addr, mux)
+	if err != nil {
+		_ = closer.Close()
+		return nil, err
+	}
+	return &Metrics{
 		handler: sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)),
 		scope:   closer,
-		srv:     &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		addr:    ln.Addr().String(),
-		served:  make(chan error, 1),
-	}
-	go func() { m.served <- m.srv.Serve(ln) }()
-	return m, nil
+		srv:     srv,
+	}, nil
 }
 
 // Handler is the client.Options.MetricsHandler that feeds the export.
 func (m *Metrics) Handler() client.MetricsHandler { return m.handler }
 
 // Addr is the address the export listens on, with the port resolved.
-func (m *Metrics) Addr() string { return m.addr }
+func (m *Metrics) Addr() string { return m.srv.addr }
 
 // Close stops the HTTP server and the scope's reporting loop.
 func (m *Metrics) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := m.srv.Shutdown(ctx)
-	if serveErr := <-m.served; !errors.Is(serveErr, http.ErrServerClosed) {
-		err = errors.Join(err, serveErr)
+	err := m.srv.close()
+	if scopeErr := m.scope.Close(); scopeErr != nil {
+		err = errors.Join(err, fmt.Errorf("app: close metrics scope: %w", scopeErr))
 	}
-	err = errors.Join(err, m.scope.Close())
-	if err != nil {
-		return fmt.Errorf("app: close metrics on %s: %w", m.addr, err)
-	}
-	return nil
+	return err
 }

@@ -61,7 +61,7 @@ func parseResults(t testing.TB, stdout string) map[int]workflows.BatchResult {
 	return got
 }
 
-// TestBatchAcrossHosts: a 1,200-task batch shares no path between starter and worker. The
+// TestBatchAcrossHosts: a 1,001-task batch shares no path between starter and worker. The
 // starter returns with --detach once the batch holds every task and the tasks file is
 // deleted at once; a worker in another process, in another working directory, runs them
 // all; `starter batch results` from a third directory returns every task once.
@@ -72,7 +72,7 @@ func TestBatchAcrossHosts(t *testing.T) {
 
 	cwd, starterDir, readerDir := t.TempDir(), t.TempDir(), t.TempDir()
 	answer := script(t, cwd, `{"text": "ok"}`)
-	const n = 1200
+	const n = 1001 // three runs of the batch, and results past a page of 1,000
 	tasks := make([]workflows.Task, n)
 	for i := range tasks {
 		tasks[i] = scriptedTask(subagent.ProviderSpawn, cwd, answer, "task")
@@ -89,7 +89,7 @@ func TestBatchAcrossHosts(t *testing.T) {
 	sum := waitBatch(t, batchID, batchLimit)
 	assert.True(t, sum.Completed(), "%+v", sum)
 	assert.Equal(t, n, sum.Done)
-	assert.GreaterOrEqual(t, sum.Runs, 3, "1,200 tasks at 500 a run")
+	assert.GreaterOrEqual(t, sum.Runs, 3, "1,001 tasks at 500 a run")
 
 	code, stdout, stderr = runStarter(t, readerDir, "batch", "results", batchID)
 	require.Equal(t, 0, code, "stderr: %s", stderr)

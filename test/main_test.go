@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,9 +46,24 @@ var env struct {
 	tmp         string // the package's temporary directory, removed after the tests
 }
 
+// parallelTests is how many of the package's parallel tests run at once unless -parallel
+// says otherwise. They spend most of their time waiting (for a handshake's timeout, for a
+// killed worker's replacement, for a heartbeat timeout) on processes and queues of their own,
+// not on CPU, so more of them than the 2 cores go test allows by default finish sooner.
+const parallelTests = 4
+
 func TestMain(m *testing.M) {
 	// The test binary is also the sdk child command: as such it serves the child runtime.
 	app.MaybeRunChildRuntime()
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", fmt.Sprint(max(parallelTests, runtime.GOMAXPROCS(0)))); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: set -parallel:", err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(runTests(m))
 }
 

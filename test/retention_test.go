@@ -33,14 +33,16 @@ import (
 	"github.com/subflow-dev/subflow/workflows"
 )
 
-// retentionRuns is the number of short runs the retention tests clean up after.
-const retentionRuns = 1000
+// retentionRuns is the number of short runs the retention tests clean up after: over 600
+// sessions with their roots, so that the killed cleanup, at 50 a page, is killed a few pages
+// in and the full one walks several of its default pages (workflows.CleanupPageSize).
+const retentionRuns = 300
 
 // retention is the retention the retention tests give their workers (--retention): short,
 // since each test waits it out between its runs and the cleanup.
 const retention = 5 * time.Second
 
-// TestRetentionCleanup runs 1,000 short runs (a batch, some with results and requests stored
+// TestRetentionCleanup runs 300 short runs (a batch, some with results and requests stored
 // by reference) on the file store with a short retention (worker --retention), then
 // the cleanup: a dry run through `starter gc` removes nothing; a cleanup killed mid-way (its
 // worker SIGKILLed, its workflow terminated) loses nothing it should keep; the next

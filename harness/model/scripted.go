@@ -37,13 +37,33 @@ var ErrScriptExhausted = errors.New("script exhausted")
 // an estimate: a quarter of the rune count of the request (input) and of the answer (output),
 // so that progress displays have numbers.
 //
-// The zero value is ready to use and safe for concurrent use. Positions are kept for the life
-// of the value.
+// The zero value is ready to use and safe for concurrent use. Its memory does not grow with the
+// sessions it has answered. A session is settled once its last request was answered at the
+// position its history showed: its next request's history shows the position again (one more
+// assistant message, or the same count when the answer was given back), so the value may
+// forget it, and does once at least keptSessions other sessions were asked after it. It keeps
+// every other session (one whose request failed, or is under way) for its life.
 type Scripted struct {
-	scripts   scriptCache
-	mu        sync.Mutex
-	positions map[string]int
-	returned  map[string]returnedAnswer // the session's latest answer, given back
+	scripts scriptCache
+	mu      sync.Mutex
+	// recent and older hold the sessions' state by id, in two generations: once keptSessions
+	// were added to recent it becomes older, and older's unsettled sessions move to the new
+	// recent; its settled ones are forgotten.
+	recent, older map[string]*scriptedSession
+	added         int // sessions added to recent since it was new
+	kept          int // keptSessions, or a test's smaller number
+}
+
+// keptSessions is how many sessions a Scripted is asked for before it forgets the settled ones
+// of the generation before: it holds at most twice as many settled sessions, about 100 bytes
+// each.
+const keptSessions = 4096
+
+// scriptedSession is the state of one session of a Scripted.
+type scriptedSession struct {
+	next     int             // the position of the session's next request
+	returned *returnedAnswer // the session's latest answer, given back
+	settled  bool
 }
 
 // returnedAnswer is an answer the caller gave back: its position, and the assistant messages
@@ -118,6 +138,7 @@ func (m *Scripted) Stream(ctx context.Context, req Request, onText func(delta st
 	}
 	resp.Usage = session.Usage{InputTokens: estimateTokens(requestRunes(req)), OutputTokens: estimateTokens(outRunes)}
 	assistants := assistantCount(req.Messages)
+	m.settle(req, idx, assistants)
 	OnGiveBack(ctx, func() { m.giveBack(req, idx, assistants) })
 	return resp, nil
 }
@@ -129,21 +150,33 @@ func (m *Scripted) claim(req Request) int {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pos, ok := m.positions[req.SessionID]
-	if !ok {
-		pos = assistantCount(req.Messages)
+	st := m.session(req.SessionID)
+	if st == nil {
+		st = &scriptedSession{next: assistantCount(req.Messages)}
+		m.add(req.SessionID, st)
 	}
-	if r, ok := m.returned[req.SessionID]; ok {
-		delete(m.returned, req.SessionID)
+	pos := st.next
+	if r := st.returned; r != nil {
+		st.returned = nil
 		if assistantCount(req.Messages) <= r.assistants {
 			pos = r.idx // the redo of the step whose answer was not stored
 		}
 	}
-	if m.positions == nil {
-		m.positions = make(map[string]int)
-	}
-	m.positions[req.SessionID] = pos + 1
+	st.next, st.settled = pos+1, false
 	return pos
+}
+
+// settle marks the session settled when the answer at idx, just returned, was the last
+// position taken and the one its request's history showed (assistants messages).
+func (m *Scripted) settle(req Request, idx, assistants int) {
+	if req.SessionID == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st := m.session(req.SessionID); st != nil && st.next == idx+1 && idx == assistants {
+		st.settled = true
+	}
 }
 
 // unclaim gives back the position a cancelled request took, unless a later request of the
@@ -154,27 +187,62 @@ func (m *Scripted) unclaim(req Request, idx int) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.positions[req.SessionID] == idx+1 {
-		m.positions[req.SessionID] = idx
+	if st := m.session(req.SessionID); st != nil && st.next == idx+1 {
+		st.next = idx
 	}
 }
 
 // giveBack records that the answer at idx, to a request whose history held assistants
 // assistant messages, was not stored, unless a later request of the session has taken a
-// position since.
+// position since. A session forgotten since needs no record: its next request's history
+// positions it at idx again.
 func (m *Scripted) giveBack(req Request, idx, assistants int) {
 	if req.SessionID == "" {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.positions[req.SessionID] != idx+1 {
-		return
+	if st := m.session(req.SessionID); st != nil && st.next == idx+1 {
+		st.returned = &returnedAnswer{idx: idx, assistants: assistants}
+		st.settled = false
 	}
-	if m.returned == nil {
-		m.returned = make(map[string]returnedAnswer)
+}
+
+// session returns the state of session id, or nil if the value does not know it (or forgot
+// it). The caller holds m.mu.
+func (m *Scripted) session(id string) *scriptedSession {
+	if st, ok := m.recent[id]; ok {
+		return st
 	}
-	m.returned[req.SessionID] = returnedAnswer{idx: idx, assistants: assistants}
+	st, ok := m.older[id]
+	if ok {
+		delete(m.older, id)
+		m.add(id, st)
+	}
+	return st
+}
+
+// add keeps the state of a session the value did not hold in recent, starting a new
+// generation when recent is full. The caller holds m.mu.
+func (m *Scripted) add(id string, st *scriptedSession) {
+	kept := m.kept
+	if kept <= 0 {
+		kept = keptSessions
+	}
+	if m.added >= kept {
+		next := make(map[string]*scriptedSession, kept)
+		for oid, ost := range m.older {
+			if !ost.settled {
+				next[oid] = ost
+			}
+		}
+		m.older, m.recent, m.added = m.recent, next, 0
+	}
+	if m.recent == nil {
+		m.recent = make(map[string]*scriptedSession)
+	}
+	m.recent[id] = st
+	m.added++
 }
 
 func assistantCount(msgs []Message) int {

@@ -439,3 +439,72 @@ func TestScriptedGivenBackAnswerIsTakenAgain(t *testing.T) {
 	back()
 	assert.Equal(t, "three", ask(scriptedRequest(dir, script, "s3", 0), false))
 }
+
+// A value forgets a session once it has settled (its last request answered at the position its
+// history showed) and enough other sessions were asked since, so its memory does not grow with
+// the sessions it has answered; the forgotten session's next request is positioned by its
+// history, as the value would have positioned it. A session whose request failed, or whose
+// request is under way, is kept.
+func TestScriptedForgetsSettledSessions(t *testing.T) {
+	dir := t.TempDir()
+	failing := writeScript(t, dir, "failing.json", `{"responses": [{"error": "boom"}, {"text": "after the error"}]}`)
+	plain := writeScript(t, dir, "plain.json", `{"responses": [{"text": "a0"}, {"text": "a1"}]}`)
+	slow := writeScript(t, dir, "slow.json", `{"responses": [{"text": "slow", "delayMs": 60000}]}`)
+	const kept = 4
+	m := &Scripted{kept: kept}
+	known := func(id string) (st scriptedSession, ok bool) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if p := m.recent[id]; p != nil {
+			return *p, true
+		}
+		if p := m.older[id]; p != nil {
+			return *p, true
+		}
+		return scriptedSession{}, false
+	}
+	held := func() int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.recent) + len(m.older)
+	}
+
+	_, err := m.Stream(context.Background(), scriptedRequest(dir, failing, "failed", 0), nil)
+	require.EqualError(t, err, "boom")
+	resp, err := m.Stream(context.Background(), scriptedRequest(dir, plain, "answered", 0), nil)
+	require.NoError(t, err)
+	require.Equal(t, "a0", resp.Text)
+	ctx, cancel := context.WithCancel(context.Background())
+	slowErr := make(chan error, 1)
+	go func() {
+		_, err := m.Stream(ctx, scriptedRequest(dir, slow, "under-way", 0), nil)
+		slowErr <- err
+	}()
+	require.Eventually(t, func() bool { st, ok := known("under-way"); return ok && st.next == 1 },
+		10*time.Second, time.Millisecond, "the slow request never took its position")
+
+	for i := range 10 * kept {
+		resp, err := m.Stream(context.Background(), scriptedRequest(dir, plain, fmt.Sprintf("other-%d", i), 0), nil)
+		require.NoError(t, err)
+		require.Equal(t, "a0", resp.Text)
+		require.LessOrEqual(t, held(), 2*kept+2, "after %d other sessions", i+1)
+	}
+	_, ok := known("answered")
+	assert.False(t, ok, "the settled session is forgotten")
+	st, ok := known("failed")
+	assert.True(t, ok, "the session whose request failed is kept")
+	assert.Equal(t, 1, st.next)
+
+	cancel()
+	require.ErrorIs(t, <-slowErr, context.Canceled)
+	st, ok = known("under-way")
+	require.True(t, ok, "the session whose request was under way is kept")
+	assert.Equal(t, 0, st.next, "the cancelled request gave its position back")
+
+	resp, err = m.Stream(context.Background(), scriptedRequest(dir, failing, "failed", 0), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "after the error", resp.Text, "the failed request's position stayed taken")
+	resp, err = m.Stream(context.Background(), scriptedRequest(dir, plain, "answered", 1), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "a1", resp.Text, "the forgotten session goes on where its history ends")
+}

@@ -41,8 +41,9 @@ var ErrScriptExhausted = errors.New("script exhausted")
 // sessions it has answered. A session is settled once its last request was answered at the
 // position its history showed: its next request's history shows the position again (one more
 // assistant message, or the same count when the answer was given back), so the value may
-// forget it, and does once at least keptSessions other sessions were asked after it. It keeps
-// every other session (one whose request failed, or is under way) for its life.
+// forget it, and does once at least keptSessions other sessions were asked after it. It
+// forgets no other session: not one whose request is under way, nor one whose last request
+// failed or was cancelled.
 type Scripted struct {
 	scripts scriptCache
 	mu      sync.Mutex

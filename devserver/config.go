@@ -26,43 +26,51 @@ const (
 	storeName   = "sqlite-default"
 )
 
-// ports are the listeners of one server. Only the frontend (gRPC and HTTP) binds Options.IP;
-// history, matching and the worker service talk to each other over 127.0.0.1.
+// ports are the listeners of one server. Only the frontend (gRPC and HTTP) and the UI bind
+// Options.IP; history, matching and the worker service talk to each other over 127.0.0.1.
 type ports struct {
 	frontend, frontendHTTP, history, matching, worker int
+	// ui is the Web UI's: Options.UIPort, or a free one for 0 (unused with NoUI).
+	ui int
 }
 
+// pickPorts chooses every port Options leaves to the server. Each free port's listener stays
+// open until all are chosen, so that the kernel never hands the same port out twice: the
+// frontend picked before history, say, and the history service then bound first, would end
+// the process when the frontend could not listen.
 func pickPorts(opts Options) (ports, error) {
-	var p ports
-	var err error
-	pick := func(ip string, port *int) {
-		if err == nil && *port == 0 {
-			*port, err = freePort(ip)
-		}
-	}
-	p.frontend = opts.Port
+	p := ports{frontend: opts.Port, ui: opts.UIPort}
 	if p.frontend != 0 {
 		if err := checkFree(opts.IP, p.frontend); err != nil {
 			return p, fmt.Errorf("devserver: frontend: %w", err)
 		}
+	}
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	var err error
+	pick := func(ip string, port *int) {
+		if err != nil || *port != 0 {
+			return
+		}
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort(ip, "0")); err != nil {
+			err = fmt.Errorf("devserver: pick a free port on %s: %w", ip, err)
+			return
+		}
+		held = append(held, l)
+		*port = l.Addr().(*net.TCPAddr).Port
 	}
 	pick(opts.IP, &p.frontend)
 	pick(opts.IP, &p.frontendHTTP)
 	pick(localhost, &p.history)
 	pick(localhost, &p.matching)
 	pick(localhost, &p.worker)
+	pick(opts.IP, &p.ui)
 	return p, err
-}
-
-// freePort asks the kernel for a port that is free on ip right now. Another process may take
-// it before the server binds it (see checkFree for what happens then).
-func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("devserver: pick a free port on %s: %w", ip, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // checkFree reports whether ip:port can be bound now. The server and the UI exit the process

@@ -95,7 +95,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ui, err := newUIServer(opts, p.frontend, stls)
+	ui, err := newUIServer(opts, p, stls)
 	if err != nil {
 		return nil, err
 	}

@@ -25,18 +25,13 @@ type uiServer struct {
 	done chan struct{} // nil until start runs srv.Start; closed when it returns
 }
 
-// newUIServer configures the UI for opts, or returns nil with NoUI. It does not listen yet.
-func newUIServer(opts Options, frontendPort int, stls *serverTLS) (*uiServer, error) {
+// newUIServer configures the UI for opts on p.ui, or returns nil with NoUI. It does not
+// listen yet.
+func newUIServer(opts Options, p ports, stls *serverTLS) (*uiServer, error) {
 	if opts.UIPort == NoUI {
 		return nil, nil
 	}
-	port := opts.UIPort
-	if port == 0 {
-		var err error
-		if port, err = freePort(opts.IP); err != nil {
-			return nil, err
-		}
-	}
+	port, frontendPort := p.ui, p.frontend
 	host := dialHost(opts.IP)
 	var uiTLS uiconfig.TLS
 	if stls != nil {

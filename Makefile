@@ -29,7 +29,7 @@ POSTGRES_ENV = if [ -z "$$SUBFLOW_TEST_POSTGRES" ]; then \
 
 # test is the README's test command: every test (the Postgres ones too, see POSTGRES_ENV),
 # the runtime packages again under -race, and a short run of each fuzz target. The end-to-end
-# package (test/) alone runs for about eight minutes on 2 cores, its parallel tests four at a time
+# package (test/) alone runs for about six minutes on 2 cores, its parallel tests four at a time
 # (test/main_test.go).
 test:
 	@$(POSTGRES_ENV); set -x; go test -count=1 -timeout 45m $(PKGS) && go test -count=1 -race $(RACE_PKGS)

@@ -120,9 +120,10 @@ func TestDigestUnfinishedTool(t *testing.T) {
 }
 
 // However long the run, the digest stays within MaxDigestBytes, keeps the first and last
-// steps and counts the ones it left out.
+// steps and counts the ones it left out. 200 steps of 20 calls are already dozens of times
+// the digest's room; 1,000 check that the count of omitted steps stays right far past it.
 func TestDigestBound(t *testing.T) {
-	for _, steps := range []int{200, 5000} {
+	for _, steps := range []int{200, 1000} {
 		l := &digestLog{t: t, at: time.Now()}
 		for i := 1; i <= steps; i++ {
 			var calls []session.Block

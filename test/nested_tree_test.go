@@ -257,6 +257,7 @@ func TestNestedTerminateRoot(t *testing.T) {
 // two-level tree (3 × 3) stream; a second worker process finishes the tree. Every run
 // completes and every nested workflow id was started exactly once.
 func TestNestedWorkerKilledDuringFanOut(t *testing.T) {
+	t.Parallel()
 	const levels, width = 2, 3
 	f := newFaultEnv(t, "")
 	w1 := f.startWorker()

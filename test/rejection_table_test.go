@@ -66,12 +66,14 @@ type rejection struct {
 // TestRejectionTable: every start the rules refuse, through the starter and through the JSON
 // contract, on the file session store. See rejectionTable.
 func TestRejectionTable(t *testing.T) {
+	t.Parallel()
 	rejectionTable(t, "")
 }
 
 // TestRejectionTablePostgres is TestRejectionTable on the Postgres session store, in a schema
 // of its own (SUBFLOW_TEST_POSTGRES, see .ci/postgres.sh).
 func TestRejectionTablePostgres(t *testing.T) {
+	t.Parallel()
 	dsn := os.Getenv("SUBFLOW_TEST_POSTGRES")
 	if dsn == "" {
 		t.Skip("SUBFLOW_TEST_POSTGRES is not set (eval \"$(.ci/postgres.sh)\")")
@@ -79,12 +81,14 @@ func TestRejectionTablePostgres(t *testing.T) {
 	rejectionTable(t, freshPostgresSchema(t, dsn))
 }
 
-// rejectionTable runs every row against a worker of its own with the session store
-// storeSpec. The starter exits 2 naming the field; a start by type name fails with the
-// rule's named rejection. Nothing is written: the store's listing is the same before and
-// after every row; no run the starter started is left Failed. A child id of another run's
-// session — one finished, one running — is refused and the victim is untouched: the finished
-// one's sessions are unchanged, the running one ends with its own answer.
+// rejectionTable runs every row against a worker of its own, on a task queue and with a
+// session store storeSpec of its own, so that it runs beside other tests (most of its time is
+// the running victim's 30 s answer). The starter exits 2 naming the field; a start by type
+// name fails with the rule's named rejection. Nothing is written: the store's listing is the
+// same before and after every row; no run the starter started is left Failed. A child id of
+// another run's session — one finished, one running — is refused and the victim is
+// untouched: the finished one's sessions are unchanged, the running one ends with its own
+// answer.
 func rejectionTable(t *testing.T, storeSpec string) {
 	ctx := context.Background()
 	f := newFaultEnv(t, storeSpec)

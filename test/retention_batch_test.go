@@ -124,12 +124,14 @@ func batchUpdate(t *testing.T, batchID, name string) {
 // session removed, by both attempts: the store's owned sessions before minus after.
 // File store.
 func TestCleanupCountsAcrossRetries(t *testing.T) {
+	t.Parallel()
 	cleanupCountsAcrossRetries(t, "")
 }
 
 // TestCleanupCountsAcrossRetriesPostgres is TestCleanupCountsAcrossRetries on the Postgres
 // session store (SUBFLOW_TEST_POSTGRES, see .ci/postgres.sh).
 func TestCleanupCountsAcrossRetriesPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := os.Getenv("SUBFLOW_TEST_POSTGRES")
 	if dsn == "" {
 		t.Skip("SUBFLOW_TEST_POSTGRES is not set (eval \"$(.ci/postgres.sh)\")")

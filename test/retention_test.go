@@ -50,12 +50,14 @@ const retention = 5 * time.Second
 // run that kept running through it owns — its session and its parent session, the session
 // of a run closed long before, which it still reads. That run then completes.
 func TestRetentionCleanup(t *testing.T) {
+	t.Parallel()
 	retentionCleanup(t, "")
 }
 
 // TestRetentionCleanupPostgres is TestRetentionCleanup on the Postgres session store, in a
 // schema of its own so its rows can be counted (SUBFLOW_TEST_POSTGRES, see .ci/postgres.sh).
 func TestRetentionCleanupPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := os.Getenv("SUBFLOW_TEST_POSTGRES")
 	if dsn == "" {
 		t.Skip("SUBFLOW_TEST_POSTGRES is not set (eval \"$(.ci/postgres.sh)\")")

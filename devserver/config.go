@@ -35,22 +35,31 @@ type ports struct {
 }
 
 // pickPorts chooses every port Options leaves to the server. Each free port's listener stays
-// open until all are chosen, so that the kernel never hands the same port out twice: the
-// frontend picked before history, say, and the history service then bound first, would end
-// the process when the frontend could not listen.
+// open until all are chosen, and so do listeners on the ports the caller chose, so that the
+// kernel never hands the same port out twice: the frontend picked before history, say, and
+// the history service then bound first, would end the process when the frontend could not
+// listen.
 func pickPorts(opts Options) (ports, error) {
 	p := ports{frontend: opts.Port, ui: opts.UIPort}
-	if p.frontend != 0 {
-		if err := checkFree(opts.IP, p.frontend); err != nil {
-			return p, fmt.Errorf("devserver: frontend: %w", err)
-		}
-	}
 	var held []net.Listener
 	defer func() {
 		for _, l := range held {
 			l.Close()
 		}
 	}()
+	if p.frontend != 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(opts.IP, strconv.Itoa(p.frontend)))
+		if err != nil {
+			return p, fmt.Errorf("devserver: frontend: %w", err)
+		}
+		held = append(held, l)
+	}
+	// A busy UI port the caller chose is reported when the UI starts, which names it.
+	if p.ui > 0 {
+		if l, err := net.Listen("tcp", net.JoinHostPort(opts.IP, strconv.Itoa(p.ui))); err == nil {
+			held = append(held, l)
+		}
+	}
 	var err error
 	pick := func(ip string, port *int) {
 		if err != nil || *port != 0 {

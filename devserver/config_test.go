@@ -1,6 +1,7 @@
 package devserver
 
 import (
+	"net"
 	"testing"
 )
 
@@ -8,10 +9,17 @@ import (
 // whose listener was just closed: with each listener closed as soon as its port was read,
 // this test fails on Linux well within its 500 sets (a port picked for both the UI and the
 // frontend's HTTP, say), and a server given such a set ends the process at start when its
-// second service cannot listen ("bind: address already in use").
+// second service cannot listen ("bind: address already in use"). Every other set gives the
+// frontend and UI ports itself, each just released: a pick returns one of them unless they
+// are held too.
 func TestPickedPortsAreDistinct(t *testing.T) {
-	for range 500 {
-		p, err := pickPorts(Options{IP: localhost})
+	for i := range 500 {
+		opts := Options{IP: localhost}
+		if i%2 == 1 {
+			// Ports the caller chose are held while the others are picked too.
+			opts.Port, opts.UIPort = releasedPort(t), releasedPort(t)
+		}
+		p, err := pickPorts(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,4 +37,15 @@ func TestPickedPortsAreDistinct(t *testing.T) {
 			seen[port] = name
 		}
 	}
+}
+
+// releasedPort is a port whose listener was just closed: the one the kernel is most likely to
+// hand out next.
+func releasedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", localhost+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -43,7 +43,9 @@ const (
 // ceiling for it on the same server: a bare workflow running as many one-activity child
 // workflows, 50 at a time, continuing as new every DefaultContinueAsNewAfter children
 // (ceiling-children-runs/s-*, and runs/s-vs-ceiling-* the batch's share of it; ceiling-big-vs-ref
-// is how much of the slowdown with size is the engine's). It reports, for each size, runs/s from the
+// is how much of the slowdown with size is the engine's; ceiling-task-p50-ms-*,
+// ceiling-task-p99-ms-* and ceiling-task-p99-vs-p50-* its children's times, the reference of
+// the batch's task latency). It reports, for each size, runs/s from the
 // starter's start to its exit, the batch's history bytes per continue-as-new run (mean and
 // largest), the peak RSS of the worker and of the starter (VmHWM, read every 100 ms), and a
 // task's latency in the batch, p50, p99 and their ratio (task-p99-vs-p50-*). On the embedded
@@ -85,19 +87,21 @@ func BenchmarkBatch10k(b *testing.B) {
 	// SUBFLOW_BENCH_CEILING=off skips the ceilings, for a run that only measures memory: at
 	// 100,000 tasks the ceiling takes 40 minutes more.
 	withCeiling := os.Getenv("SUBFLOW_BENCH_CEILING") != "off"
-	ceilingRate := func(n int) float64 {
+	// ceilingRate runs the ceiling for n tasks: its runs/s and its children's durations.
+	ceilingRate := func(n int) (float64, workflows.Durations) {
+		var durations workflows.Durations
 		if !withCeiling {
-			return 0
+			return 0, durations
 		}
-		d := runCeiling(b, childBatchWorkflow, n, benchConcurrency, workflows.DefaultContinueAsNewAfter)
-		return float64(n) / d.Seconds()
+		d := runCeilingInto(b, &durations, childBatchWorkflow, n, benchConcurrency, workflows.DefaultContinueAsNewAfter, durations)
+		return float64(n) / d.Seconds(), durations
 	}
 	for b.Loop() {
 		ref := starterBatch(b, bins, dir, scriptPath, batch10kReference)
-		refCeiling := ceilingRate(batch10kReference)
+		refCeiling, refCeilingDurations := ceilingRate(batch10kReference)
 		refServerMB := serverPeakMB()
 		big := starterBatch(b, bins, dir, scriptPath, runs)
-		bigCeiling := ceilingRate(runs)
+		bigCeiling, bigCeilingDurations := ceilingRate(runs)
 		if bigServerMB := serverPeakMB(); bigServerMB > 0 {
 			b.ReportMetric(refServerMB, "server-peak-rss-MB-ref")
 			b.ReportMetric(bigServerMB, "server-peak-rss-MB-big")
@@ -108,6 +112,17 @@ func BenchmarkBatch10k(b *testing.B) {
 			b.ReportMetric(bigCeiling/refCeiling, "ceiling-big-vs-ref")
 			b.ReportMetric(ref.runsPerSec/refCeiling, "runs/s-vs-ceiling-ref")
 			b.ReportMetric(big.runsPerSec/bigCeiling, "runs/s-vs-ceiling-big")
+			// The engine's own tail, the reference of task-p99-vs-p50: one parent starting
+			// children at the batch's concurrency, without a drive.
+			for _, c := range []struct {
+				size string
+				d    workflows.Durations
+			}{{"ref", refCeilingDurations}, {"big", bigCeilingDurations}} {
+				p50, p99 := c.d.Percentile(50), c.d.Percentile(99)
+				b.ReportMetric(float64(p50.Milliseconds()), "ceiling-task-p50-ms-"+c.size)
+				b.ReportMetric(float64(p99.Milliseconds()), "ceiling-task-p99-ms-"+c.size)
+				b.ReportMetric(p99.Seconds()/p50.Seconds(), "ceiling-task-p99-vs-p50-"+c.size)
+			}
 		}
 		for _, m := range []struct {
 			size string

@@ -46,11 +46,13 @@ func oneActivityWorkflow(ctx workflow.Context) error {
 func emptyActivity(context.Context) error { return nil }
 
 // childBatchWorkflow is the engine's floor for a batch: it runs n oneActivityWorkflow child
-// workflows, width at a time, on its own task queue, and returns once all of them closed.
+// workflows, width at a time, on its own task queue, and returns once all of them closed,
+// with a histogram of each child's time from its start in the workflow to its result, as a
+// Batch keeps one (BatchSummary.Durations), carried across continue-as-new in d.
 // Past perRun children (0: never) a run waits for its children to close and continues as new
 // with the rest, as a Batch's history must stay bounded too (a Batch hands its running
 // children over instead of waiting for them, so this floor pays a small drain per run).
-func childBatchWorkflow(ctx workflow.Context, n, width, perRun int) error {
+func childBatchWorkflow(ctx workflow.Context, n, width, perRun int, d workflows.Durations) (workflows.Durations, error) {
 	this := n
 	if perRun > 0 && n > perRun {
 		this = perRun
@@ -59,25 +61,27 @@ func childBatchWorkflow(ctx workflow.Context, n, width, perRun int) error {
 	var failed error
 	for range this {
 		if err := workflow.Await(ctx, func() bool { return running < width }); err != nil {
-			return err
+			return d, err
 		}
 		running++
+		begin := workflow.Now(ctx)
 		fut := workflow.ExecuteChildWorkflow(ctx, oneActivityWorkflow)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			if err := fut.Get(ctx, nil); err != nil && failed == nil {
 				failed = err
 			}
+			d.Add(workflow.Now(ctx).Sub(begin))
 			running--
 			closed++
 		})
 	}
 	if err := workflow.Await(ctx, func() bool { return closed == this }); err != nil {
-		return err
+		return d, err
 	}
 	if failed != nil || this == n {
-		return failed
+		return d, failed
 	}
-	return workflow.NewContinueAsNewError(ctx, childBatchWorkflow, n-this, width, perRun)
+	return d, workflow.NewContinueAsNewError(ctx, childBatchWorkflow, n-this, width, perRun, d)
 }
 
 // ceiling is what the engine gives a workflow shape on this server and machine.
@@ -143,7 +147,7 @@ func BenchmarkHotPath(b *testing.B) {
 		var oneActivity, children, batch time.Duration
 		for b.Loop() {
 			oneActivity += concurrently(runs, benchConcurrency, func() { runCeiling(b, oneActivityWorkflow) })
-			children += runCeiling(b, childBatchWorkflow, runs, benchConcurrency, 0)
+			children += runCeiling(b, childBatchWorkflow, runs, benchConcurrency, 0, workflows.Durations{})
 			batch += runBatch(b, subagent.ProviderSpawn, runs)
 		}
 		perSec := func(d time.Duration) float64 { return float64(runs*b.N) / d.Seconds() }
@@ -158,11 +162,16 @@ func BenchmarkHotPath(b *testing.B) {
 // runCeiling runs workflow fn with args on the ceiling's worker and returns the time from
 // its start to its result.
 func runCeiling(b *testing.B, fn any, args ...any) time.Duration {
+	return runCeilingInto(b, nil, fn, args...)
+}
+
+// runCeilingInto is runCeiling that also decodes the workflow's result into out.
+func runCeilingInto(b *testing.B, out any, fn any, args ...any) time.Duration {
 	ctx := context.Background()
 	begin := time.Now()
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: ceilingQueue}, fn, args...)
 	require.NoError(b, err)
-	require.NoError(b, run.Get(ctx, nil))
+	require.NoError(b, run.Get(ctx, out))
 	return time.Since(begin)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
@@ -64,7 +65,9 @@ func parseResults(t testing.TB, stdout string) map[int]workflows.BatchResult {
 // TestBatchAcrossHosts: a 1,001-task batch shares no path between starter and worker. The
 // starter returns with --detach once the batch holds every task and the tasks file is
 // deleted at once; a worker in another process, in another working directory, runs them
-// all; `starter batch results` from a third directory returns every task once.
+// all; `starter batch results` from a third directory returns every task once, and
+// `starter transcript --task` there finds a task's run past the first page of the batch's
+// runs.
 func TestBatchAcrossHosts(t *testing.T) {
 	f := newFaultEnv(t, "")
 	f.workDir = t.TempDir()
@@ -74,9 +77,13 @@ func TestBatchAcrossHosts(t *testing.T) {
 	answer := script(t, cwd, `{"text": "ok"}`)
 	const n = 1001 // three runs of the batch, and results past a page of 1,000
 	tasks := make([]workflows.Task, n)
+	ids := uuid.NewString()
 	for i := range tasks {
-		tasks[i] = scriptedTask(subagent.ProviderSpawn, cwd, answer, "task")
+		tasks[i] = scriptedTask(subagent.ProviderSpawn, cwd, answer, fmt.Sprintf("task %d", i))
 		tasks[i].Label = fmt.Sprintf("t%d", i)
+		// Runs named by their tasks: the starter finds a task's run by listing the batch's
+		// runs, not by the id derived from its number.
+		tasks[i].ID = fmt.Sprintf("across-%s-%d", ids, i)
 	}
 	tasksFile := writeTaskFile(t, starterDir, tasks)
 	code, stdout, stderr := runStarter(t, starterDir, "batch", "--detach", "--task-queue", f.taskQueue,
@@ -101,9 +108,32 @@ func TestBatchAcrossHosts(t *testing.T) {
 		assert.Equal(t, "ok", r.Output, "task %d", i)
 		assert.Equal(t, fmt.Sprintf("t%d", i), r.Label)
 	}
+
+	k := taskPastFirstPage(t, batchID)
+	tr := transcriptOf(t, readerDir, "--task", fmt.Sprint(k), batchID)
+	assert.Equal(t, []string{fmt.Sprintf("prompt task %d", k), "step", "text ok", "turn-end completed"}, kinds(tr))
+
 	entries, err := os.ReadDir(starterDir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "nothing was written at the starter's side")
+}
+
+// taskPastFirstPage returns the task number of a run of batch that visibility lists after
+// the first 1,000, the page size `starter transcript --task` lists the batch's runs by.
+func taskPastFirstPage(t *testing.T, batch string) int {
+	t.Helper()
+	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", batch, workflows.WorkflowName)
+	first, err := env.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000})
+	require.NoError(t, err)
+	require.NotEmpty(t, first.GetNextPageToken(), "the batch's runs fill more than one page")
+	rest, err := env.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: query, PageSize: 1000, NextPageToken: first.GetNextPageToken()})
+	require.NoError(t, err)
+	require.NotEmpty(t, rest.GetExecutions(), "a run past the first page")
+	var k int
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(
+		rest.GetExecutions()[0].GetMemo().GetFields()[workflows.MemoBatchIndex], &k))
+	return k
 }
 
 // TestBatchLongChildKeepsFlowing: one child streams for 2 minutes while 300 short tasks run

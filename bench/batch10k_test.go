@@ -47,7 +47,8 @@ const (
 // ceiling-task-p99-ms-* and ceiling-task-p99-vs-p50-* its children's times, the reference of
 // the batch's task latency). It reports, for each size, runs/s from the
 // starter's start to its exit, the batch's history bytes per continue-as-new run (mean and
-// largest), the peak RSS of the worker and of the starter (VmHWM, read every 100 ms), and a
+// largest), the peak RSS of the worker and of the starter (VmHWM, read every 100 ms) and of
+// their anonymous memory (RssAnon, *-peak-anon-MB-*: the RSS less their binaries' pages), and a
 // task's latency in the batch, p50, p99 and their ratio (task-p99-vs-p50-*). On the embedded
 // server it also reports the server's peak RSS after each size (server-peak-rss-MB-*, the
 // bench's own process, which the server shares with the ceiling's worker); SUBFLOW_BENCH_DB
@@ -131,6 +132,8 @@ func BenchmarkBatch10k(b *testing.B) {
 			b.ReportMetric(m.r.runsPerSec, "runs/s-"+m.size)
 			b.ReportMetric(m.r.workerMB, "worker-peak-rss-MB-"+m.size)
 			b.ReportMetric(m.r.starterMB, "starter-peak-rss-MB-"+m.size)
+			b.ReportMetric(m.r.workerAnonMB, "worker-peak-anon-MB-"+m.size)
+			b.ReportMetric(m.r.starterAnonMB, "starter-peak-anon-MB-"+m.size)
 			b.ReportMetric(m.r.historyKB, "history-KB/run-"+m.size)
 			b.ReportMetric(m.r.historyMaxKB, "history-max-KB/run-"+m.size)
 			b.ReportMetric(float64(m.r.workflowRuns), "workflow-runs-"+m.size)
@@ -141,6 +144,8 @@ func BenchmarkBatch10k(b *testing.B) {
 		b.ReportMetric(big.runsPerSec/ref.runsPerSec, "runs/s-big-vs-ref")
 		b.ReportMetric(big.starterMB/ref.starterMB, "starter-rss-big-vs-ref")
 		b.ReportMetric(big.workerMB/ref.workerMB, "worker-rss-big-vs-ref")
+		b.ReportMetric(big.workerAnonMB/ref.workerAnonMB, "worker-anon-big-vs-ref")
+		b.ReportMetric(big.starterAnonMB/ref.starterAnonMB, "starter-anon-big-vs-ref")
 		if !withCeiling {
 			continue // a cost-curve row has its ceiling beside it
 		}
@@ -172,7 +177,10 @@ func serverPeakMB() float64 {
 // batchRun is what starterBatch measured of one batch.
 type batchRun struct {
 	runsPerSec, workerMB, starterMB, historyKB, historyMaxKB float64
-	workflowRuns                                             int
+	// workerAnonMB, starterAnonMB are the peaks of the processes' anonymous memory
+	// (RssAnon): their RSS less the pages of their binaries and other files they map.
+	workerAnonMB, starterAnonMB float64
+	workflowRuns                int
 	// taskP50, taskP99 are the batch's own percentiles of a task's time from its start in
 	// the batch to its result (BatchSummary.Durations).
 	taskP50, taskP99 time.Duration
@@ -223,8 +231,8 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 	elapsed := time.Since(begin)
 	r := batchRun{runsPerSec: float64(n) / elapsed.Seconds()}
 	var workerByMinute, starterByMinute []float64
-	r.workerMB, workerByMinute = workerPeak()
-	r.starterMB, starterByMinute = starterPeak()
+	r.workerMB, r.workerAnonMB, workerByMinute = workerPeak()
+	r.starterMB, r.starterAnonMB, starterByMinute = starterPeak()
 	b.Logf("%d tasks: peak RSS in MB at the end of each minute (minute:MB), worker%s; starter%s",
 		n, minutes(workerByMinute), minutes(starterByMinute))
 	stopProfiles()
@@ -241,19 +249,23 @@ func starterBatch(b *testing.B, bins map[string]string, dir, scriptPath string, 
 
 // peakRSS reads the high-water mark of process pid's RSS (VmHWM) every 100 ms until the
 // returned function is called, which returns the last one read in MB (the process's peak
-// but for its last 100 ms) and the one read at the end of each minute before: a peak reached
-// in the first minutes and flat after is the hand-over's or the GC's, one that climbs to
-// the end grows with the batch.
-func peakRSS(pid int) func() (peak float64, byMinute []float64) {
+// but for its last 100 ms), the largest anonymous memory (RssAnon) read, and the peak read
+// at the end of each minute before: a peak reached in the first minutes and flat after is
+// the hand-over's or the GC's, one that climbs to the end grows with the batch. The RSS
+// counts the pages of the binary the process has touched (the starter's binary, which holds
+// the embedded server, is 250 MB), which the kernel may drop at any time and which do not
+// grow with the batch; RssAnon leaves them out. The kernel keeps no high-water mark of it, so
+// a peak shorter than 100 ms may be missed.
+func peakRSS(pid int) func() (peak, anon float64, byMinute []float64) {
 	done := make(chan struct{})
 	type result struct {
-		peak     float64
-		byMinute []float64
+		peak, anon float64
+		byMinute   []float64
 	}
 	out := make(chan result, 1)
 	go func() {
 		var r result
-		var peak int64
+		var peak, anon int64
 		begin := time.Now()
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -261,22 +273,25 @@ func peakRSS(pid int) func() (peak float64, byMinute []float64) {
 			if kb, err := procStatusKB(pid, "VmHWM"); err == nil {
 				peak = max(peak, kb)
 			}
+			if kb, err := procStatusKB(pid, "RssAnon"); err == nil {
+				anon = max(anon, kb)
+			}
 			if time.Since(begin) >= time.Duration(len(r.byMinute)+1)*time.Minute {
 				r.byMinute = append(r.byMinute, float64(peak)/1024)
 			}
 			select {
 			case <-done:
-				r.peak = float64(peak) / 1024
+				r.peak, r.anon = float64(peak)/1024, float64(anon)/1024
 				out <- r
 				return
 			case <-t.C:
 			}
 		}
 	}()
-	return func() (float64, []float64) {
+	return func() (float64, float64, []float64) {
 		close(done)
 		r := <-out
-		return r.peak, r.byMinute
+		return r.peak, r.anon, r.byMinute
 	}
 }
 

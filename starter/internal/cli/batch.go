@@ -466,8 +466,9 @@ func queryProgress(c client.Client, id string) (workflows.BatchSummary, error) {
 	return s, v.Get(&s)
 }
 
-// printBatchSummary prints the count of tasks per stop reason (failed ones as "error",
-// never-started ones as "not started") and the p50/p99 task duration.
+// printBatchSummary prints the count of tasks per stop reason, then those that ended without
+// an outcome ("failed": rejected, failed, or not startable) and those never started, as the
+// batch's page counts them, and the p50/p99 task duration.
 func printBatchSummary(w io.Writer, s workflows.BatchSummary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "batch %s: %d of %d tasks done", s.BatchID, s.Done, s.Total)
@@ -476,7 +477,7 @@ func printBatchSummary(w io.Writer, s workflows.BatchSummary) {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "stop reason\tcount")
-	known := []subagent.StopReason{subagent.StopCompleted, subagent.StopAborted, subagent.StopMaxTokens, subagent.StopRefusal}
+	known := []subagent.StopReason{subagent.StopCompleted, subagent.StopAborted, subagent.StopMaxTokens, subagent.StopRefusal, subagent.StopError}
 	for _, stop := range known {
 		fmt.Fprintf(tw, "%s\t%d\n", stop, s.ByStopReason[stop])
 	}
@@ -485,7 +486,7 @@ func printBatchSummary(w io.Writer, s workflows.BatchSummary) {
 			fmt.Fprintf(tw, "%s\t%d\n", stop, s.ByStopReason[stop])
 		}
 	}
-	fmt.Fprintf(tw, "error\t%d\n", s.Failed)
+	fmt.Fprintf(tw, "failed\t%d\n", s.Failed)
 	if left := s.Total - s.Done; left > 0 {
 		fmt.Fprintf(tw, "not started\t%d\n", left)
 	}

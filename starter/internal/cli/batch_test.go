@@ -111,23 +111,26 @@ func TestBatchPlanRejects(t *testing.T) {
 }
 
 func TestPrintBatchSummary(t *testing.T) {
-	s := workflows.BatchSummary{BatchID: "b1", Total: 5, Done: 4, Failed: 1, OutFile: "/r.jsonl",
-		ByStopReason: map[subagent.StopReason]int{subagent.StopCompleted: 2, subagent.StopAborted: 1}}
+	s := workflows.BatchSummary{BatchID: "b1", Total: 6, Done: 5, Failed: 1, OutFile: "/r.jsonl",
+		ByStopReason: map[subagent.StopReason]int{subagent.StopCompleted: 2, subagent.StopAborted: 1, subagent.StopError: 1}}
 	s.Durations.Add(2 * time.Millisecond)
 	var b strings.Builder
 	printBatchSummary(&b, s)
-	assert.Equal(t, `batch b1: 4 of 5 tasks done, results in /r.jsonl
+	// A run that ended with stop reason error and a task with no outcome are two rows, as on
+	// the batch's page: one "error" row held both counts after a row of its own for the first.
+	assert.Equal(t, `batch b1: 5 of 6 tasks done, results in /r.jsonl
 stop reason  count
 completed    2
 aborted      1
 max-tokens   0
 refusal      0
 error        1
+failed       1
 not started  1
 tokens       0 in, 0 out
 duration     p50 2ms  p99 2ms
 `, b.String())
-	assert.Equal(t, "batch b1: 4/5 done (0 running, 0 queued, 2 completed, 1 failed)", progressLine("b1", s))
+	assert.Equal(t, "batch b1: 5/6 done (0 running, 0 queued, 2 completed, 1 failed)", progressLine("b1", s))
 }
 
 // TestBatchPlanAcceptsABOM: a tasks file an editor saved with a UTF-8 byte order mark reads

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/workflows"
@@ -77,10 +78,15 @@ func RunningBatchSummary(ctx context.Context, c tclient.Client, desc *workflowse
 		return sum, fmt.Errorf("batch %s did not answer its progress query (%v) and its input does not decode: %w", exec.GetWorkflowId(), qerr, err)
 	}
 	sum = startedSummary(in)
-	waits := "no workflow task waits"
-	if pt := desc.GetPendingWorkflowTask(); pt != nil {
-		waits = "its workflow task has waited since " + pt.GetScheduledTime().AsTime().UTC().Format(time.RFC3339)
-	}
+	sum.Unanswered = fmt.Sprintf("the batch's run %s did not answer in %v (%v): %s; the counts are those of the run's start at %s",
+		exec.GetRunId(), BatchQueryTimeout, qerr, runWaits(desc), first.GetEventTime().AsTime().UTC().Format(time.RFC3339))
+	return sum, nil
+}
+
+// runWaits says what the run desc describes is waiting for, so that an unanswered query
+// names its cause: a workflow task no worker of the run's build has taken yet, one a worker
+// took and has not completed (a long task, or a worker that died with it), or none.
+func runWaits(desc *workflowservice.DescribeWorkflowExecutionResponse) string {
 	build := "its build"
 	if vi := desc.GetWorkflowExecutionInfo().GetVersioningInfo(); vi.GetDeploymentVersion() != nil {
 		build = "build " + vi.GetDeploymentVersion().GetDeploymentName() + ":" + vi.GetDeploymentVersion().GetBuildId()
@@ -88,9 +94,16 @@ func RunningBatchSummary(ctx context.Context, c tclient.Client, desc *workflowse
 			build += " (pinned)"
 		}
 	}
-	sum.Unanswered = fmt.Sprintf("the batch's run %s did not answer in %v (%v): %s for a worker of %s; the counts are those of the run's start at %s",
-		exec.GetRunId(), BatchQueryTimeout, qerr, waits, build, first.GetEventTime().AsTime().UTC().Format(time.RFC3339))
-	return sum, nil
+	at := func(ts *timestamppb.Timestamp) string { return ts.AsTime().UTC().Format(time.RFC3339) }
+	pt := desc.GetPendingWorkflowTask()
+	switch {
+	case pt == nil:
+		return "no workflow task is pending; it runs on " + build
+	case pt.GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED:
+		return fmt.Sprintf("its workflow task (attempt %d) has run since %s on a worker of %s", pt.GetAttempt(), at(pt.GetStartedTime()), build)
+	default:
+		return fmt.Sprintf("its workflow task has waited since %s for a worker of %s", at(pt.GetScheduledTime()), build)
+	}
 }
 
 // startedSummary is the summary a batch run started with, from its input, as the run

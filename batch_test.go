@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -91,5 +93,37 @@ func TestChildOfTakesOnlyTheBatchsChildren(t *testing.T) {
 	} {
 		_, ok := childOf(info(parent), batch)
 		assert.False(t, ok, "%s: a run the batch did not start is none of its tasks", name)
+	}
+}
+
+// TestRunWaitsNamesTheCause: a batch's run that does not answer its progress query is
+// described by what its workflow task is doing: waiting for a worker of its build, or taken by
+// one and not completed (a long task on a loaded server is not a missing worker), or none.
+func TestRunWaitsNamesTheCause(t *testing.T) {
+	scheduled := time.Date(2026, 12, 6, 19, 16, 15, 0, time.UTC)
+	started := scheduled.Add(2 * time.Second)
+	pinned := &workflowpb.WorkflowExecutionVersioningInfo{Behavior: enumspb.VERSIONING_BEHAVIOR_PINNED,
+		DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: "subflow", BuildId: "b1"}}
+	desc := func(pt *workflowpb.PendingWorkflowTaskInfo, vi *workflowpb.WorkflowExecutionVersioningInfo) *workflowservice.DescribeWorkflowExecutionResponse {
+		return &workflowservice.DescribeWorkflowExecutionResponse{PendingWorkflowTask: pt,
+			WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{VersioningInfo: vi}}
+	}
+	for _, c := range []struct {
+		name string
+		desc *workflowservice.DescribeWorkflowExecutionResponse
+		want string
+	}{
+		{"waiting", desc(&workflowpb.PendingWorkflowTaskInfo{State: enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED,
+			ScheduledTime: timestamppb.New(scheduled), Attempt: 1}, pinned),
+			"its workflow task has waited since 2026-12-06T19:16:15Z for a worker of build subflow:b1 (pinned)"},
+		{"taken", desc(&workflowpb.PendingWorkflowTaskInfo{State: enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED,
+			ScheduledTime: timestamppb.New(scheduled), StartedTime: timestamppb.New(started), Attempt: 2}, pinned),
+			"its workflow task (attempt 2) has run since 2026-12-06T19:16:17Z on a worker of build subflow:b1 (pinned)"},
+		{"unversioned", desc(&workflowpb.PendingWorkflowTaskInfo{State: enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED,
+			ScheduledTime: timestamppb.New(scheduled)}, nil),
+			"its workflow task has waited since 2026-12-06T19:16:15Z for a worker of its build"},
+		{"none", desc(nil, pinned), "no workflow task is pending; it runs on build subflow:b1 (pinned)"},
+	} {
+		assert.Equal(t, c.want, runWaits(c.desc), c.name)
 	}
 }

@@ -65,8 +65,9 @@ type BatchSummary struct {
 	// "Rolling out a new build"). Empty when it does not.
 	BuildHeld string `json:"buildHeld,omitempty"`
 	// Unanswered says why the summary is not the batch's live progress: its run did not
-	// answer the query in time (no worker of its build polls), and the counts are those the
-	// run started with (subflow.BatchSummaryOf). Empty for a live or final summary.
+	// answer the query in time (no worker of its build polls, or its workflow task is slow to
+	// complete: the message says which), and the counts are those the run started with
+	// (subflow.BatchSummaryOf). Empty for a live or final summary.
 	Unanswered string `json:"unanswered,omitempty"`
 }
 

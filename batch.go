@@ -98,7 +98,7 @@ func runWaits(desc *workflowservice.DescribeWorkflowExecutionResponse) string {
 	pt := desc.GetPendingWorkflowTask()
 	switch {
 	case pt == nil:
-		return "no workflow task is pending; it runs on " + build
+		return "no workflow task is pending; the query waits for a worker of " + build
 	case pt.GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED:
 		return fmt.Sprintf("its workflow task (attempt %d) has run since %s on a worker of %s", pt.GetAttempt(), at(pt.GetStartedTime()), build)
 	default:

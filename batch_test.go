@@ -122,7 +122,7 @@ func TestRunWaitsNamesTheCause(t *testing.T) {
 		{"unversioned", desc(&workflowpb.PendingWorkflowTaskInfo{State: enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED,
 			ScheduledTime: timestamppb.New(scheduled)}, nil),
 			"its workflow task has waited since 2026-12-06T19:16:15Z for a worker of its build"},
-		{"none", desc(nil, pinned), "no workflow task is pending; it runs on build subflow:b1 (pinned)"},
+		{"none", desc(nil, pinned), "no workflow task is pending; the query waits for a worker of build subflow:b1 (pinned)"},
 	} {
 		assert.Equal(t, c.want, runWaits(c.desc), c.name)
 	}

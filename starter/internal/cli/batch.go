@@ -448,10 +448,35 @@ func (w *batchWatch) lines() func(workflows.BatchSummary, bool) {
 	}
 }
 
-// progressLine is the one-line progress of a batch without a terminal.
+// progressLine is the one-line progress of a batch without a terminal: the done tasks by
+// stop reason (completed always, the others once one has it) and those without an outcome,
+// so that the counts add up to the done ones.
 func progressLine(id string, s workflows.BatchSummary) string {
-	return fmt.Sprintf("batch %s: %d/%d done (%d running, %d queued, %d completed, %d failed)",
-		id, s.Done, s.Total, s.Running, s.Queued, s.ByStopReason[subagent.StopCompleted], s.Failed)
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch %s: %d/%d done (%d running, %d queued", id, s.Done, s.Total, s.Running, s.Queued)
+	for _, stop := range stopReasons(s) {
+		if n := s.ByStopReason[stop]; n > 0 || stop == subagent.StopCompleted {
+			fmt.Fprintf(&b, ", %d %s", n, stop)
+		}
+	}
+	fmt.Fprintf(&b, ", %d failed)", s.Failed)
+	return b.String()
+}
+
+// knownStopReasons are the stop reasons in the order the summary and the progress line give
+// them.
+var knownStopReasons = []subagent.StopReason{subagent.StopCompleted, subagent.StopAborted, subagent.StopMaxTokens, subagent.StopRefusal, subagent.StopError}
+
+// stopReasons is knownStopReasons, then any other reason s counts, sorted: a newer worker
+// may report one this starter does not know.
+func stopReasons(s workflows.BatchSummary) []subagent.StopReason {
+	all := slices.Clone(knownStopReasons)
+	for _, stop := range slices.Sorted(maps.Keys(s.ByStopReason)) {
+		if !slices.Contains(knownStopReasons, stop) {
+			all = append(all, stop)
+		}
+	}
+	return all
 }
 
 // queryProgress asks the batch's latest run for its progress.
@@ -477,14 +502,8 @@ func printBatchSummary(w io.Writer, s workflows.BatchSummary) {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "stop reason\tcount")
-	known := []subagent.StopReason{subagent.StopCompleted, subagent.StopAborted, subagent.StopMaxTokens, subagent.StopRefusal, subagent.StopError}
-	for _, stop := range known {
+	for _, stop := range stopReasons(s) {
 		fmt.Fprintf(tw, "%s\t%d\n", stop, s.ByStopReason[stop])
-	}
-	for _, stop := range slices.Sorted(maps.Keys(s.ByStopReason)) {
-		if !slices.Contains(known, stop) {
-			fmt.Fprintf(tw, "%s\t%d\n", stop, s.ByStopReason[stop])
-		}
 	}
 	fmt.Fprintf(tw, "failed\t%d\n", s.Failed)
 	if left := s.Total - s.Done; left > 0 {

@@ -130,7 +130,11 @@ not started  1
 tokens       0 in, 0 out
 duration     p50 2ms  p99 2ms
 `, b.String())
-	assert.Equal(t, "batch b1: 5/6 done (0 running, 0 queued, 2 completed, 1 failed)", progressLine("b1", s))
+	// The progress line's counts add up to the done ones: a run that ended aborted or with
+	// stop reason error is neither completed nor failed.
+	assert.Equal(t, "batch b1: 5/6 done (0 running, 0 queued, 2 completed, 1 aborted, 1 error, 1 failed)", progressLine("b1", s))
+	s.ByStopReason = map[subagent.StopReason]int{"paused": 1}
+	assert.Equal(t, "batch b1: 5/6 done (0 running, 0 queued, 0 completed, 1 paused, 1 failed)", progressLine("b1", s))
 }
 
 // TestBatchPlanAcceptsABOM: a tasks file an editor saved with a UTF-8 byte order mark reads

@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,12 @@ var env struct {
 	tmp string
 	// addr and namespace reach the embedded server from other processes.
 	addr, namespace string
+	// queue is the task queue of the benchmarks' subflow worker: workflows.TaskQueue on the
+	// embedded server, one of its own on another server. A deployed server's
+	// workflows.TaskQueue may have a current Worker Deployment version (deploy/local-cluster
+	// sets one), which sends every new run to that version's workers and none to this
+	// unversioned worker.
+	queue string
 }
 
 func TestMain(m *testing.M) {
@@ -71,6 +78,7 @@ func run(m *testing.M) int {
 		// warnings only, as the embedded server's does: the SDK's default logger would write
 		// a line per workflow and activity of the ceilings' worker.
 		env.addr, env.namespace = addr, "default"
+		env.queue = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 		env.c, err = subflow.Dial(ctx, client.Options{HostPort: addr, Namespace: env.namespace,
 			Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	} else {
@@ -95,7 +103,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	env.queue = cmp.Or(env.queue, workflows.TaskQueue)
 	w, cleanup, err := app.New(env.c, app.Options{
+		TaskQueue:   env.queue,
 		SessionRoot: filepath.Join(tmp, "sessions"),
 		SDKCommand:  exe,
 		SDKArgs:     []string{app.ChildRuntimeArg},
@@ -153,7 +163,7 @@ func runBatch(b *testing.B, provider string, n int) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	run := startPagedBatch(ctx, b, id, workflows.TaskQueue, tasks, 0)
+	run := startPagedBatch(ctx, b, id, env.queue, tasks, 0)
 	var sum workflows.BatchSummary
 	require.NoError(b, run.Get(ctx, &sum))
 	elapsed := time.Since(begin)

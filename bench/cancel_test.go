@@ -16,7 +16,6 @@ import (
 	"github.com/subflow-dev/subflow/harness/session"
 	"github.com/subflow-dev/subflow/harness/session/filestore"
 	"github.com/subflow-dev/subflow/subagent"
-	"github.com/subflow-dev/subflow/workflows"
 )
 
 // defaultCancels is the number of cancels per sub-benchmark of BenchmarkCancelLatency;
@@ -122,7 +121,7 @@ func cancelRuns(b *testing.B, provider string, n int) (lat, exit, closed []time.
 // prepare starts a slow run and waits until it streams; for an sdk run it also finds the
 // child process.
 func prepare(ctx context.Context, provider, dir, scriptPath string) ready {
-	r, err := startSlow(ctx, provider, workflows.TaskQueue, dir, scriptPath)
+	r, err := startSlow(ctx, provider, env.queue, dir, scriptPath)
 	if err != nil {
 		return ready{err: err}
 	}

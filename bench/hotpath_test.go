@@ -224,7 +224,7 @@ func sequentialRuns(b *testing.B, n int) []time.Duration {
 	lat := make([]time.Duration, n)
 	for i := range lat {
 		begin := time.Now()
-		_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{Input: rootInput(subagent.ProviderSpawn, dir, script)})
+		_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: env.queue, Input: rootInput(subagent.ProviderSpawn, dir, script)})
 		require.NoError(b, err)
 		var out workflows.Outcome
 		require.NoError(b, run.Get(ctx, &out))

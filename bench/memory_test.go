@@ -23,7 +23,6 @@ import (
 
 	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/subagent"
-	"github.com/subflow-dev/subflow/workflows"
 )
 
 // defaultInFlight is the number of in-flight runs of BenchmarkWorkerMemory;
@@ -117,13 +116,13 @@ func measureBenchmarkProcess(b *testing.B, n int) {
 	ctx, stop := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer stop()
 	dir := b.TempDir()
-	warmUp(ctx, b, workflows.TaskQueue, dir)
+	warmUp(ctx, b, env.queue, dir)
 	time.Sleep(settle)
 	heap0 := liveHeap()
 	rss0, err := rssKB(0)
 	require.NoError(b, err)
 
-	runs := startInFlight(ctx, b, n, workflows.TaskQueue, dir)
+	runs := startInFlight(ctx, b, n, env.queue, dir)
 	time.Sleep(settle)
 	heap1 := liveHeap()
 	rss1, err := rssKB(0)

@@ -48,7 +48,9 @@ sample() {
 			elif [[ $comm == postgres ]]; then group=postgres
 			elif [[ $wp == *" $pid "* ]]; then group=worker
 			fi
-			[ -n "$group" ] && echo "$group $ticks"
+			# An if, not [ … ] && echo: the loop would end on a false test, and with
+			# pipefail the sampler with it.
+			if [ -n "$group" ]; then echo "$group $ticks"; fi
 		done | awk -v now="$now" '{a[$1] += $2} END {printf "%s", now; for (k in a) printf " %s=%d", k, a[k]; print ""}' >>"$out"
 		sleep 1
 	done

@@ -133,8 +133,9 @@ duration     p50 2ms  p99 2ms
 	// The progress line's counts add up to the done ones: a run that ended aborted or with
 	// stop reason error is neither completed nor failed.
 	assert.Equal(t, "batch b1: 5/6 done (0 running, 0 queued, 2 completed, 1 aborted, 1 error, 1 failed)", progressLine("b1", s))
-	s.ByStopReason = map[subagent.StopReason]int{"paused": 1}
-	assert.Equal(t, "batch b1: 5/6 done (0 running, 0 queued, 0 completed, 1 paused, 1 failed)", progressLine("b1", s))
+	// A stop reason this starter does not know comes after the known ones.
+	s.ByStopReason = map[subagent.StopReason]int{subagent.StopCompleted: 2, "paused": 1, subagent.StopError: 1}
+	assert.Equal(t, "batch b1: 5/6 done (0 running, 0 queued, 2 completed, 1 error, 1 paused, 1 failed)", progressLine("b1", s))
 }
 
 // TestBatchPlanAcceptsABOM: a tasks file an editor saved with a UTF-8 byte order mark reads

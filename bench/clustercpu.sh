@@ -4,6 +4,7 @@
 #
 #	bash bench/clustercpu.sh sample FILE &       # a line a second: time and CPU ticks by process group
 #	bash bench/cluster.sh -bench HotPath/batch   # or any benchmark, on the running cluster
+#	kill %1                                      # the sampler runs until stopped
 #	bash bench/clustercpu.sh split FILE FROM TO N
 #
 # split prints the CPU milliseconds per task of each group between FROM and TO (RFC 3339, as

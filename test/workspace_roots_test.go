@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -51,4 +53,25 @@ func TestWorkspaceRootsAreABoundary(t *testing.T) {
 			assert.Contains(t, appErr.Message(), "host "+host+" serves: "+root)
 		})
 	}
+}
+
+// TestWorkerRefusesAQueueTheServerRefuses: a worker whose task queue's interactive lane is
+// longer than the server's limit.maxIDLength (the queue itself within it) exits at its start
+// with an error naming the lane and the server's reason, instead of reporting ready while
+// the lane's pollers fail.
+func TestWorkerRefusesAQueueTheServerRefuses(t *testing.T) {
+	f := newFaultEnv(t, "")
+	queue := strings.Repeat("q", workflows.MaxWorkflowIDLength-5)
+	w := f.startWorkerOn(queue, "--gc-every", "0")
+	select {
+	case <-w.done:
+	case <-time.After(waitLimit):
+		t.Fatal("the worker did not exit")
+	}
+	assert.Equal(t, 1, w.cmd.ProcessState.ExitCode())
+	log, err := os.ReadFile(w.log)
+	require.NoError(t, err)
+	assert.Contains(t, string(log), `task queue \"interactive:qqqq`)
+	assert.Contains(t, string(log), `bytes) is refused by the server: taskQueue length exceeds limit`)
+	assert.NotContains(t, string(log), "worker ready")
 }

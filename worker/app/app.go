@@ -254,8 +254,8 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	ws := &multiWorker{stopped: make(chan struct{})}
 	var polled []string
 	for _, q := range queues {
-		qw := worker.New(c, q, wopts)
-		lw := worker.New(c, workflows.InteractiveQueue(q), lane)
+		qw := worker.New(c, q, ws.stopOnFatal(wopts, q))
+		lw := worker.New(c, workflows.InteractiveQueue(q), ws.stopOnFatal(lane, workflows.InteractiveQueue(q)))
 		for _, w := range []worker.Worker{qw, lw} {
 			opts.Workflows(w)
 			w.RegisterDynamicWorkflow(unknownWorkflow(cmp.Or(opts.BuildID, "unversioned")), workflow.DynamicRegisterOptions{})
@@ -264,6 +264,9 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		ws.ws = append(ws.ws, qw, lw)
 		ws.lanes = append(ws.lanes, lw)
 		polled = append(polled, q, workflows.InteractiveQueue(q))
+	}
+	if err := checkQueueNames(context.Background(), c, polled); err != nil {
+		return nil, nil, err
 	}
 	if opts.CleanupEvery > 0 {
 		for _, q := range queues {
@@ -333,6 +336,35 @@ type multiWorker struct {
 	lanes   []worker.Worker
 	stopped chan struct{}
 	once    sync.Once
+
+	mu    sync.Mutex
+	fatal error // the first queue worker's fatal error (stopOnFatal)
+}
+
+// stopOnFatal returns o for the worker of queue, set to stop every worker of m when that one
+// meets a fatal error. The SDK stops a worker whose polls the server keeps refusing (a task
+// queue name or an identity over the server's limit.maxIDLength, a namespace deleted) after
+// two minutes of retries; the other queues' workers would poll on, and a worker that serves
+// part of its queues looks up while the runs on the rest wait. Run returns the error.
+func (m *multiWorker) stopOnFatal(o worker.Options, queue string) worker.Options {
+	identity := o.Identity
+	o.OnFatalError = func(err error) {
+		m.mu.Lock()
+		if m.fatal == nil {
+			m.fatal = fmt.Errorf("app: the worker of task queue %s stopped: the server refused it: %w (its identity is %d bytes, with the workspace roots it serves; a server refuses an identity or a task queue name longer than its limit.maxIDLength)",
+				subagent.Head(queue, 80), err, len(identity))
+		}
+		m.mu.Unlock()
+		go m.Stop()
+	}
+	return o
+}
+
+// fatalErr is the first fatal error of m's workers, nil when none met one.
+func (m *multiWorker) fatalErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fatal
 }
 
 // each calls register on every worker, lanes included.
@@ -392,7 +424,8 @@ func (m *multiWorker) Start() error {
 	return nil
 }
 
-// Run starts every queue's worker and stops them all when interruptCh receives (nil: never).
+// Run starts every queue's worker and stops them all when interruptCh receives (nil: never)
+// or when one of them meets a fatal error, which it returns.
 func (m *multiWorker) Run(interruptCh <-chan any) error {
 	if err := m.Start(); err != nil {
 		return err
@@ -402,7 +435,7 @@ func (m *multiWorker) Run(interruptCh <-chan any) error {
 		m.Stop()
 	case <-m.stopped:
 	}
-	return nil
+	return m.fatalErr()
 }
 
 // Stop stops every queue's worker, letting running activities wind down.

@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,4 +308,39 @@ func (r renamed) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) 
 		w = r.fn
 	}
 	r.WorkflowRegistry.RegisterWorkflowWithOptions(w, o)
+}
+
+// queueWorker stands for one queue's Temporal worker in a multiWorker: it starts and counts
+// its stops.
+type queueWorker struct {
+	worker.Worker
+	stops atomic.Int32
+}
+
+func (q *queueWorker) Start() error { return nil }
+func (q *queueWorker) Stop()        { q.stops.Add(1) }
+
+// TestFatalErrorOfOneQueueStopsTheWorker: when the SDK gives up on one queue's worker (the
+// server refused its polls for two minutes), the workers of the other queues stop too and
+// Run returns the error, naming the queue and the identity's length, so that the worker
+// program exits instead of serving part of its queues.
+func TestFatalErrorOfOneQueueStopsTheWorker(t *testing.T) {
+	queue, lane := &queueWorker{}, &queueWorker{}
+	m := &multiWorker{ws: []worker.Worker{queue, lane}, lanes: []worker.Worker{lane}, stopped: make(chan struct{})}
+	o := m.stopOnFatal(worker.Options{Identity: "1@host@ workspace-roots=[]"}, "interactive:q")
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(nil) }()
+	o.OnFatalError(errors.New("Identity length exceeds limit."))
+	o.OnFatalError(errors.New("a later error"))
+	select {
+	case err := <-errc:
+		require.Error(t, err)
+		assert.Equal(t, "app: the worker of task queue interactive:q stopped: the server refused it: Identity length exceeds limit. "+
+			"(its identity is 26 bytes, with the workspace roots it serves; a server refuses an identity or a task queue name longer than its limit.maxIDLength)",
+			err.Error())
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after a fatal error")
+	}
+	assert.Positive(t, queue.stops.Load(), "the other queue's worker stopped")
+	assert.Positive(t, lane.stops.Load())
 }

@@ -3,15 +3,19 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/subflow-dev/subflow"
+	"github.com/subflow-dev/subflow/subagent"
+	"github.com/subflow-dev/subflow/workflows"
 )
 
 // routeCheckTimeout bounds the look at the routing (its deployment's or its task queue's) a
@@ -121,4 +125,23 @@ func makeCurrent(ctx context.Context, c client.Client, opts Options) {
 		return
 	}
 	opts.Logger.Info("this build is the deployment's current version", zap.String("version", subflow.VersionName(&v)))
+}
+
+// checkQueueNames asks the server about each task queue the worker is about to poll, so that
+// a name it refuses (longer than its limit.maxIDLength, as a lane's or a local workspace
+// root's queue can be where the queue itself is not) stops the worker at its start, naming
+// the queue, instead of pollers that fail in the log. Other errors are left to the pollers,
+// which report them.
+func checkQueueNames(ctx context.Context, c client.Client, queues []string) error {
+	ctx, cancel := context.WithTimeout(ctx, routeCheckTimeout)
+	defer cancel()
+	for _, q := range queues {
+		_, err := c.DescribeTaskQueue(ctx, q, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		var bad *serviceerror.InvalidArgument
+		if errors.As(err, &bad) {
+			return fmt.Errorf("app: task queue %q (%d bytes) is refused by the server: %s (the worker polls each queue's interactive lane, %q, and a local workspace root's queue, the queue's name with the root's path after it)",
+				subagent.Head(q, 80), len(q), bad.Message, workflows.InteractiveQueue("QUEUE"))
+		}
+	}
+	return nil
 }

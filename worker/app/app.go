@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -349,10 +350,16 @@ type multiWorker struct {
 func (m *multiWorker) stopOnFatal(o worker.Options, queue string) worker.Options {
 	identity := o.Identity
 	o.OnFatalError = func(err error) {
+		// Only an invalid argument can be a name over the limit; a deleted namespace or an
+		// unsupported client is told as it is.
+		var hint string
+		var bad *serviceerror.InvalidArgument
+		if errors.As(err, &bad) {
+			hint = fmt.Sprintf(" (its identity is %d bytes, with the workspace roots it serves; a server refuses an identity or a task queue name longer than its limit.maxIDLength)", len(identity))
+		}
 		m.mu.Lock()
 		if m.fatal == nil {
-			m.fatal = fmt.Errorf("app: the worker of task queue %s stopped: the server refused it: %w (its identity is %d bytes, with the workspace roots it serves; a server refuses an identity or a task queue name longer than its limit.maxIDLength)",
-				subagent.Head(queue, 80), err, len(identity))
+			m.fatal = fmt.Errorf("app: the worker of task queue %s stopped: the server refused it: %w%s", subagent.Head(queue, 80), err, hint)
 		}
 		m.mu.Unlock()
 		go m.Stop()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -330,7 +331,7 @@ func TestFatalErrorOfOneQueueStopsTheWorker(t *testing.T) {
 	o := m.stopOnFatal(worker.Options{Identity: "1@host@ workspace-roots=[]"}, "interactive:q")
 	errc := make(chan error, 1)
 	go func() { errc <- m.Run(nil) }()
-	o.OnFatalError(errors.New("Identity length exceeds limit."))
+	o.OnFatalError(serviceerror.NewInvalidArgument("Identity length exceeds limit."))
 	o.OnFatalError(errors.New("a later error"))
 	select {
 	case err := <-errc:
@@ -343,4 +344,15 @@ func TestFatalErrorOfOneQueueStopsTheWorker(t *testing.T) {
 	}
 	assert.Positive(t, queue.stops.Load(), "the other queue's worker stopped")
 	assert.Positive(t, lane.stops.Load())
+}
+
+// TestFatalErrorNotAboutNamesHasNoHint: a fatal error the server gives for something else than
+// a refused argument (here a namespace deleted under the worker) is told as it is, without the
+// hint about names over the server's limit.
+func TestFatalErrorNotAboutNamesHasNoHint(t *testing.T) {
+	m := &multiWorker{stopped: make(chan struct{})}
+	o := m.stopOnFatal(worker.Options{Identity: "1@host@"}, "q")
+	o.OnFatalError(serviceerror.NewNamespaceNotFound("default"))
+	<-m.stopped
+	require.EqualError(t, m.fatalErr(), "app: the worker of task queue q stopped: the server refused it: Namespace default is not found.")
 }

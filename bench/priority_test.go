@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,8 +26,8 @@ import (
 )
 
 // The load of BenchmarkInteractiveLatency: two batches of half-second drives, each at this
-// concurrency, on a worker of loadSlots activity slots; interactiveRuns runs measured in
-// each case (SUBFLOW_BENCH_RUNS overrides it).
+// concurrency, on a worker of loadSlots activity slots (SUBFLOW_BENCH_LOAD_SLOTS overrides
+// it); interactiveRuns runs measured in each case (SUBFLOW_BENCH_RUNS overrides it).
 const (
 	loadSlots        = 8
 	loadConcurrency  = 64
@@ -40,19 +42,26 @@ const (
 // idle queue. Reported, p50 and p99 of interactiveRuns sequential runs each:
 //
 //   - idle-: the queue idle;
-//   - loaded-: under the two batches, the run at its default priority (workflows.RunPriority,
-//     ahead of the batches' workflows.BatchPriority, its drive on the queue's interactive
-//     lane); loaded-vs-idle is the ratio of p50s;
-//   - fair-only-: the same load with the run at the batches' priority under a fairness key of
-//     its own: what fairness alone gives, without priority (on a server without fairness it
-//     would queue behind the batches);
+//   - loaded-: under the two batches as they saturate the worker, their first children
+//     still starting, the run at its default priority (workflows.RunPriority, ahead of the
+//     batches' workflows.BatchPriority, its drive on the queue's interactive lane);
+//   - steady-: the same, once each batch has finished as many tasks as its concurrency and
+//     starts a child as one ends: the load a long batch puts on the worker;
+//   - fair-only-: the steady load with the run at the batches' priority under a fairness key
+//     of its own: what fairness alone gives, without priority (on a server without fairness
+//     it would queue behind the batches);
 //
-// with each case's <case>-queued-p50-ms, how long a run's tasks waited in task queues (the sum
-// of their schedule-to-start, from its history): the rest of its latency is the work itself,
-// which the load slows when it takes the machine's CPU. And batch-share, the tasks one batch
-// finished over the other's by the end, 1 for their equal weights. With SUBFLOW_BENCH_RECORD=1
-// it appends the p50 and p99 of each case to bench/results/interactive-latency.tsv and
-// redraws docs/img/interactive-latency.svg. SUBFLOW_BENCH_POLLERS sets the worker's pollers
+// loaded-vs-idle and steady-vs-idle are ratios of p50s. With each case's
+// <case>-queued-p50-ms, how long a run's tasks waited in task queues (the sum of their
+// schedule-to-start, from its history): the rest of its latency is the work itself, which
+// the load slows when it takes the machine's CPU. idle-, loaded- and steady-cpu-busy are the
+// share of the machine's CPU time (all cores, every process: on a cluster its services too)
+// that was busy while those runs were measured, theirs included; fewer load slots
+// (SUBFLOW_BENCH_LOAD_SLOTS) leave more of it idle, which tells the CPU's part of the ratio
+// from the queues'. And batch-share, the tasks one batch finished over the other's by the
+// end, 1 for their equal weights. With SUBFLOW_BENCH_RECORD=1 it appends the p50 and p99 of
+// each case to bench/results/interactive-latency.tsv and redraws
+// docs/img/interactive-latency.svg. SUBFLOW_BENCH_POLLERS sets the worker's pollers
 // (app.Options.Pollers).
 //
 //	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
@@ -60,7 +69,7 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 	runs := envCount("SUBFLOW_BENCH_RUNS", interactiveRuns)
 	queue := "bench-interactive-" + uuid.NewString()
 	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: filepath.Join(env.tmp, "sessions"),
-		MaxConcurrentActivities: loadSlots, Pollers: envCount("SUBFLOW_BENCH_POLLERS", 0), Logger: zap.NewNop()})
+		MaxConcurrentActivities: envCount("SUBFLOW_BENCH_LOAD_SLOTS", loadSlots), Pollers: envCount("SUBFLOW_BENCH_POLLERS", 0), Logger: zap.NewNop()})
 	require.NoError(b, err)
 	require.NoError(b, w.Start())
 	defer func() {
@@ -114,10 +123,30 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 		}, waitLimit, 100*time.Millisecond)
 		return ids, runs
 	}
+	// awaitSteady waits until each batch has finished as many tasks as its concurrency: its
+	// first children, started together, are done, and it starts one as one ends.
+	awaitSteady := func(ids []string) {
+		require.Eventually(b, func() bool {
+			for _, id := range ids {
+				if s, err := subflow.BatchSummaryOf(context.Background(), env.c, id); err != nil || s.Done < loadConcurrency {
+					return false
+				}
+			}
+			return true
+		}, waitLimit, 100*time.Millisecond)
+	}
 	stopLoad := func(ids []string, runs []client.WorkflowRun) (done []int) {
 		for i, id := range ids {
-			s, err := subflow.BatchSummaryOf(context.Background(), env.c, id)
-			require.NoError(b, err)
+			// A batch that does not answer its progress query in time (a saturated
+			// server) is summed up by its input's counts, not its progress: ask again.
+			var s workflows.BatchSummary
+			require.Eventually(b, func() bool {
+				var err error
+				s, err = subflow.BatchSummaryOf(context.Background(), env.c, id)
+				require.NoError(b, err)
+				return s.Unanswered == ""
+			}, waitLimit, 100*time.Millisecond, "batch %s answers its progress query", id)
+			require.Less(b, s.Done, loadBatchTasks, "batch %s ended before the runs under it were measured", id)
 			done = append(done, s.Done)
 			require.NoError(b, env.c.CancelWorkflow(context.Background(), id, ""))
 			_ = runs[i].Get(context.Background(), nil)
@@ -126,20 +155,31 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 	}
 
 	for b.Loop() {
+		cpu := readMachineCPU(b)
 		idle, idleQueued := measure(temporal.Priority{})
+		b.ReportMetric(cpu.busySince(readMachineCPU(b)), "idle-cpu-busy")
 		ids, load := startLoad()
+		cpu = readMachineCPU(b)
 		loaded, loadedQueued := measure(temporal.Priority{})
+		b.ReportMetric(cpu.busySince(readMachineCPU(b)), "loaded-cpu-busy")
+		awaitSteady(ids)
+		cpu = readMachineCPU(b)
+		steady, steadyQueued := measure(temporal.Priority{})
+		b.ReportMetric(cpu.busySince(readMachineCPU(b)), "steady-cpu-busy")
 		fairOnly, fairOnlyQueued := measure(temporal.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: "interactive"})
 		done := stopLoad(ids, load)
+		b.Logf("tasks done by each batch when they were cancelled: %v", done)
 		idleP50 := percentile(idle, 50)
 		reportPercentiles(b, idle, "idle-")
-		loadedP50 := percentile(loaded, 50)
 		reportPercentiles(b, loaded, "loaded-")
+		reportPercentiles(b, steady, "steady-")
 		reportPercentiles(b, fairOnly, "fair-only-")
 		b.ReportMetric(ms(percentile(idleQueued, 50)), "idle-queued-p50-ms")
 		b.ReportMetric(ms(percentile(loadedQueued, 50)), "loaded-queued-p50-ms")
+		b.ReportMetric(ms(percentile(steadyQueued, 50)), "steady-queued-p50-ms")
 		b.ReportMetric(ms(percentile(fairOnlyQueued, 50)), "fair-only-queued-p50-ms")
-		b.ReportMetric(float64(loadedP50)/float64(idleP50), "loaded-vs-idle")
+		b.ReportMetric(float64(percentile(loaded, 50))/float64(idleP50), "loaded-vs-idle")
+		b.ReportMetric(float64(percentile(steady, 50))/float64(idleP50), "steady-vs-idle")
 		if done[1] > 0 {
 			b.ReportMetric(float64(done[0])/float64(done[1]), "batch-share")
 		}
@@ -148,7 +188,7 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 			for _, c := range []struct {
 				name string
 				lat  []time.Duration
-			}{{"idle", idle}, {"loaded", loaded}, {"fair-only", fairOnly}} {
+			}{{"idle", idle}, {"loaded", loaded}, {"steady", steady}, {"fair-only", fairOnly}} {
 				rows = append(rows, figures.LatencyRow{Date: s.date, Server: s.server, Case: c.name,
 					P50ms: ms(percentile(c.lat, 50)), P99ms: ms(percentile(c.lat, 99)), Note: s.note})
 			}
@@ -180,4 +220,37 @@ func queuedTime(b *testing.B, run client.WorkflowRun) time.Duration {
 		}
 	}
 	return total
+}
+
+// machineCPU is the machine's CPU time so far, from /proc/stat, in clock ticks: busy and in
+// all.
+type machineCPU struct{ busy, total int64 }
+
+func readMachineCPU(b *testing.B) machineCPU {
+	b.Helper()
+	data, err := os.ReadFile("/proc/stat")
+	require.NoError(b, err)
+	line, _, _ := strings.Cut(string(data), "\n")
+	// cpu user nice system idle iowait irq softirq steal guest guest_nice: guest time is
+	// counted in user already, and steal (another VM's) is not this machine's work.
+	fields := strings.Fields(line)
+	require.True(b, len(fields) > 8 && fields[0] == "cpu", "/proc/stat starts %q", line)
+	var c machineCPU
+	for i, f := range fields[1:9] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		require.NoError(b, err, "/proc/stat field %d", i+1)
+		c.total += n
+		if i < 3 || i == 5 || i == 6 {
+			c.busy += n
+		}
+	}
+	return c
+}
+
+// busySince is the share of the CPU time between c and later that was busy.
+func (c machineCPU) busySince(later machineCPU) float64 {
+	if later.total == c.total {
+		return 0
+	}
+	return float64(later.busy-c.busy) / float64(later.total-c.total)
 }

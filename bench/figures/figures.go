@@ -39,7 +39,7 @@ type CostRow struct {
 }
 
 // LatencyRow is one case of one run of BenchmarkInteractiveLatency: Case is "idle",
-// "loaded" or "fair-only".
+// "loaded", "steady" or "fair-only" (runs before 2026-12-07 have no "steady").
 type LatencyRow struct {
 	Date, Server, Case string
 	P50ms, P99ms       float64

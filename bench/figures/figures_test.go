@@ -152,12 +152,12 @@ func TestLatencyChartDrawsTheLatestRun(t *testing.T) {
 		{Date: "2026-12-06T01:00:00Z", Server: "embedded", Case: "loaded", P50ms: 20, P99ms: 80},
 	}
 	c := LatencyChart(rows)
-	if !slices.Equal(c.Groups, []string{"idle", "loaded", "fair-only"}) {
+	if !slices.Equal(c.Groups, []string{"idle", "loaded", "steady", "fair-only"}) {
 		t.Fatalf("groups %q", c.Groups)
 	}
 	p50 := c.Series[0].Values
-	if p50[0] != 10 || p50[1] != 20 || !math.IsNaN(p50[2]) {
-		t.Errorf("p50 %v, want the 2026-12-06 run's, fair-only not measured", p50)
+	if p50[0] != 10 || p50[1] != 20 || !math.IsNaN(p50[2]) || !math.IsNaN(p50[3]) {
+		t.Errorf("p50 %v, want the 2026-12-06 run's, steady and fair-only not measured", p50)
 	}
 	if c := LatencyChart(nil); !slices.Contains(c.Notes, "Not measured yet.") {
 		t.Errorf("no rows: notes %q", c.Notes)

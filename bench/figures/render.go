@@ -179,8 +179,9 @@ func CostCharts(rows []CostRow) (runs, rss plot.LineChart) {
 // picture's notes say of each.
 var latencyCases = []struct{ name, note string }{
 	{"idle", "idle: the queue idle"},
-	{"loaded", "loaded: under two batches that saturate the worker, the run at its default priority (2)"},
-	{"fair-only", "fair-only: the same load, the run at the batches' priority with a fairness key of its own"},
+	{"loaded", "loaded: under two batches as they saturate the worker (their first children starting), the run at its default priority (2)"},
+	{"steady", "steady: the same batches once each has finished its first children and starts one as one ends"},
+	{"fair-only", "fair-only: the steady load, the run at the batches' priority with a fairness key of its own"},
 }
 
 // LatencyChart draws the latest run of rows (the latest date; of that date, the latest server

@@ -99,6 +99,17 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 		}
 		return lat, queued
 	}
+	// awaitLoad waits until every batch of ids is at least where reached says.
+	awaitLoad := func(ids []string, reached func(workflows.BatchSummary) bool) {
+		require.Eventually(b, func() bool {
+			for _, id := range ids {
+				if s, err := subflow.BatchSummaryOf(context.Background(), env.c, id); err != nil || !reached(s) {
+					return false
+				}
+			}
+			return true
+		}, waitLimit, 100*time.Millisecond)
+	}
 	startLoad := func() (ids []string, runs []client.WorkflowRun) {
 		tasks := make([]workflows.Task, loadBatchTasks)
 		for i := range tasks {
@@ -113,27 +124,13 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 			ids, runs = append(ids, id), append(runs, run)
 		}
 		// Saturated: every slot busy and drives queued behind them.
-		require.Eventually(b, func() bool {
-			for _, id := range ids {
-				if s, err := subflow.BatchSummaryOf(context.Background(), env.c, id); err != nil || s.Running < loadConcurrency {
-					return false
-				}
-			}
-			return true
-		}, waitLimit, 100*time.Millisecond)
+		awaitLoad(ids, func(s workflows.BatchSummary) bool { return s.Running >= loadConcurrency })
 		return ids, runs
 	}
 	// awaitSteady waits until each batch has finished as many tasks as its concurrency: its
 	// first children, started together, are done, and it starts one as one ends.
 	awaitSteady := func(ids []string) {
-		require.Eventually(b, func() bool {
-			for _, id := range ids {
-				if s, err := subflow.BatchSummaryOf(context.Background(), env.c, id); err != nil || s.Done < loadConcurrency {
-					return false
-				}
-			}
-			return true
-		}, waitLimit, 100*time.Millisecond)
+		awaitLoad(ids, func(s workflows.BatchSummary) bool { return s.Done >= loadConcurrency })
 	}
 	stopLoad := func(ids []string, runs []client.WorkflowRun) (done []int) {
 		for i, id := range ids {

@@ -221,6 +221,53 @@ func TestBatchContinueAsNew(t *testing.T) {
 	}
 }
 
+// TestBatchStartsABurstAtATime: a batch whose concurrency would let it start 40 children at
+// once asks the server for 16 at a time (workflows' startBurst), in its first run and again
+// after it continues as new, read from each run's history: children initiated and not yet
+// started never exceed 16, and reach it, so the bound is what holds them. Every task still
+// runs once.
+func TestBatchStartsABurstAtATime(t *testing.T) {
+	t.Parallel()
+	const burst = 16
+	dir := t.TempDir()
+	answer := script(t, dir, `{"text": "ok"}`)
+	var tasks []workflows.Task
+	for i := range 40 {
+		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
+	}
+	batchID := "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 40, ContinueAsNewAfter: 20})
+	runID := run.GetRunID() // Get moves the run along the chain to its last run
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var sum workflows.BatchSummary
+	require.NoError(t, run.Get(ctx, &sum))
+	assert.True(t, sum.Completed(), "%+v", sum)
+	assert.Equal(t, 2, sum.Runs, "40 tasks at 20 a run")
+	require.Len(t, readResults(t, env.c, batchID), 40)
+
+	for n := 1; runID != ""; n++ {
+		starting, most := 0, 0
+		next := ""
+		iter := env.c.GetWorkflowHistory(ctx, batchID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			require.NoError(t, err)
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+				starting++
+				most = max(most, starting)
+			case enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED:
+				starting--
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+				next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+			}
+		}
+		assert.Equal(t, burst, most, "run %d: children asked of the server and not yet started, at most", n)
+		runID = next
+	}
+}
+
 // TestBatchResultsIgnoreARunPosingAsATask: a run any client started with the batch's search
 // attribute and a task's number in its memo, closed after the batch and so listed first, does
 // not stand in for that task's result.

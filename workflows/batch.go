@@ -290,6 +290,14 @@ func (b *batch) retainParents(ctx workflow.Context) {
 	}
 }
 
+// startBurst is how many children a run asks the server to start before it sees them started.
+// Without the bound a run fills every free slot in one workflow task: at a batch's start and
+// after each continue-as-new, Concurrency children at once, whose starts the server works
+// through ahead of the tasks of every other run on it, an interactive run's too. Bounded, a
+// run's first children start a few at a time, each as fast as the server starts them; once
+// the batch runs steadily it starts one as one ends, far below the bound.
+const startBurst = 16
+
 // startTasks starts children until every task started, the run should continue as new (its
 // share of starts is done, its history is full, or a new build is current), or the batch is
 // cancelled.
@@ -307,7 +315,7 @@ func (b *batch) startTasks(ctx workflow.Context) {
 		}
 		err := workflow.Await(ctx, func() bool {
 			return b.cancelled || b.build.pending(ctx) ||
-				(!b.paused && b.running < b.concurrency && (len(b.page) > 0 || b.stored > b.cursor))
+				(!b.paused && b.running < b.concurrency && b.starting < startBurst && (len(b.page) > 0 || b.stored > b.cursor))
 		})
 		if err != nil || b.cancelled {
 			return

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -172,39 +173,16 @@ poll:
 // TestBatchContinueAsNew runs a batch over a small continue-as-new threshold: it takes
 // several runs and every task still runs once.
 func TestBatchContinueAsNew(t *testing.T) {
-	dir := t.TempDir()
-	answer := script(t, dir, `{"text": "ok"}`)
-	var tasks []workflows.Task
-	for i := range 30 {
-		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
-	}
-	batchID := "batch-" + uuid.NewString()
-	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 4, ContinueAsNewAfter: 10})
-	firstRun := run.GetRunID() // Get moves the run along the chain to its last run
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	var sum workflows.BatchSummary
-	require.NoError(t, run.Get(ctx, &sum))
+	batchID, firstRun, sum := runOKBatch(t, 30, 4, 10)
 	assert.Equal(t, 3, sum.Runs, "30 tasks at 10 a run")
 	assert.Equal(t, 30, sum.Total)
-	assert.True(t, sum.Completed(), "%+v", sum)
-	results := readResults(t, env.c, batchID)
-	require.Len(t, results, 30)
-	for i := range 30 {
-		assert.Equal(t, "ok", results[i].Output, "task %d", i)
-	}
 
 	// A timer still pending when a run closes can fire while the closing workflow task is
 	// out, which fails the task (and the worker then replays the whole run): each run's
 	// drain cancels its timer once the children it waited for have ended.
-	runID := firstRun
-	for n := 1; runID != ""; n++ {
+	eachRunHistory(t, batchID, firstRun, func(n int, events []*historypb.HistoryEvent) {
 		pending := map[int64]bool{}
-		next := ""
-		iter := env.c.GetWorkflowHistory(ctx, batchID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			require.NoError(t, err)
+		for _, ev := range events {
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_TIMER_STARTED:
 				pending[ev.GetEventId()] = true
@@ -214,11 +192,9 @@ func TestBatchContinueAsNew(t *testing.T) {
 				delete(pending, ev.GetTimerCanceledEventAttributes().GetStartedEventId())
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 				assert.Empty(t, pending, "run %d of %d continued as new with its drain's timer pending", n, sum.Runs)
-				next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
 			}
 		}
-		runID = next
-	}
+	})
 }
 
 // TestBatchStartsABurstAtATime: a batch whose concurrency would let it start 40 children at
@@ -229,41 +205,68 @@ func TestBatchContinueAsNew(t *testing.T) {
 func TestBatchStartsABurstAtATime(t *testing.T) {
 	t.Parallel()
 	const burst = 16
-	dir := t.TempDir()
-	answer := script(t, dir, `{"text": "ok"}`)
-	var tasks []workflows.Task
-	for i := range 40 {
-		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
-	}
-	batchID := "batch-" + uuid.NewString()
-	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: 40, ContinueAsNewAfter: 20})
-	runID := run.GetRunID() // Get moves the run along the chain to its last run
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	var sum workflows.BatchSummary
-	require.NoError(t, run.Get(ctx, &sum))
-	assert.True(t, sum.Completed(), "%+v", sum)
+	batchID, firstRun, sum := runOKBatch(t, 40, 40, 20)
 	assert.Equal(t, 2, sum.Runs, "40 tasks at 20 a run")
-	require.Len(t, readResults(t, env.c, batchID), 40)
-
-	for n := 1; runID != ""; n++ {
+	eachRunHistory(t, batchID, firstRun, func(n int, events []*historypb.HistoryEvent) {
 		starting, most := 0, 0
-		next := ""
-		iter := env.c.GetWorkflowHistory(ctx, batchID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			require.NoError(t, err)
+		for _, ev := range events {
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
 				starting++
 				most = max(most, starting)
 			case enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED:
 				starting--
-			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-				next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
 			}
 		}
 		assert.Equal(t, burst, most, "run %d: children asked of the server and not yet started, at most", n)
+	})
+}
+
+// runOKBatch runs a batch of n spawn tasks that each answer "ok", at concurrency, continuing
+// as new after continueAsNewAfter starts, and checks that every task completed once. It
+// returns the batch's id, its first run's id and its summary.
+func runOKBatch(t *testing.T, n, concurrency, continueAsNewAfter int) (batchID, firstRun string, sum workflows.BatchSummary) {
+	t.Helper()
+	dir := t.TempDir()
+	answer := script(t, dir, `{"text": "ok"}`)
+	var tasks []workflows.Task
+	for i := range n {
+		tasks = append(tasks, scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i)))
+	}
+	batchID = "batch-" + uuid.NewString()
+	run := startBatch(t, workflows.BatchInput{BatchID: batchID, Tasks: tasks, Concurrency: concurrency, ContinueAsNewAfter: continueAsNewAfter})
+	firstRun = run.GetRunID() // Get moves the run along the chain to its last run
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, &sum))
+	assert.True(t, sum.Completed(), "%+v", sum)
+	results := readResults(t, env.c, batchID)
+	require.Len(t, results, n)
+	for i := range n {
+		assert.Equal(t, "ok", results[i].Output, "task %d", i)
+	}
+	return batchID, firstRun, sum
+}
+
+// eachRunHistory calls check with the history of each run of the workflow batchID, from
+// runID along its continue-as-new chain, numbered from 1.
+func eachRunHistory(t *testing.T, batchID, runID string, check func(n int, events []*historypb.HistoryEvent)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for n := 1; runID != ""; n++ {
+		var events []*historypb.HistoryEvent
+		next := ""
+		iter := env.c.GetWorkflowHistory(ctx, batchID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			require.NoError(t, err)
+			events = append(events, ev)
+			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+				next = a.GetNewExecutionRunId()
+			}
+		}
+		check(n, events)
 		runID = next
 	}
 }

@@ -201,12 +201,14 @@ func TestBatchContinueAsNew(t *testing.T) {
 // once asks the server for 16 at a time (workflows' startBurst), in its first run and again
 // after it continues as new, read from each run's history: children initiated and not yet
 // started never exceed 16, and reach it, so the bound is what holds them. Every task still
-// runs once.
+// runs once. Its first run is recorded for the replay test (batch-burst).
 func TestBatchStartsABurstAtATime(t *testing.T) {
 	t.Parallel()
 	const burst = 16
 	batchID, firstRun, sum := runOKBatch(t, 40, 40, 20)
 	assert.Equal(t, 2, sum.Runs, "40 tasks at 20 a run")
+	// Recorded for the replay test: a change of the bound changes this shape.
+	record(t, env.c.GetWorkflow(context.Background(), batchID, firstRun), "batch-burst")
 	eachRunHistory(t, batchID, firstRun, func(n int, events []*historypb.HistoryEvent) {
 		starting, most := 0, 0
 		for _, ev := range events {

@@ -53,6 +53,8 @@ const BatchQueryTimeout = 3 * time.Second
 // RunningBatchSummary is the progress of the running batch desc describes: the answer to its
 // progress query, or, when the run does not answer within BatchQueryTimeout, the counts it
 // started with (its input), with Unanswered saying why and what its workflow task waits for.
+// Those counts are as old as the run: its tasks done and running since are counted from its
+// children in visibility (countBatchChildren), when visibility answers.
 func RunningBatchSummary(ctx context.Context, c tclient.Client, desc *workflowservice.DescribeWorkflowExecutionResponse) (workflows.BatchSummary, error) {
 	var sum workflows.BatchSummary
 	exec := desc.GetWorkflowExecutionInfo().GetExecution()
@@ -78,9 +80,40 @@ func RunningBatchSummary(ctx context.Context, c tclient.Client, desc *workflowse
 		return sum, fmt.Errorf("batch %s did not answer its progress query (%v) and its input does not decode: %w", exec.GetWorkflowId(), qerr, err)
 	}
 	sum = startedSummary(in)
-	sum.Unanswered = fmt.Sprintf("the batch's run %s did not answer in %v (%v): %s; the counts are those of the run's start at %s",
+	counts := "the counts are those of the run's start at %s"
+	if closed, running, err := countBatchChildren(ctx, c, exec.GetWorkflowId()); err == nil {
+		// Tasks that could not start have no child: the run's start counted them.
+		if done := min(closed+len(sum.StartErrors), sum.Total); done >= sum.Done {
+			sum.Done, sum.Running = done, running
+			sum.Queued = max(sum.Total-sum.Done-sum.Running, 0)
+			counts = "done, running and queued are counted from its children in visibility, the other counts are those of the run's start at %s"
+		}
+	}
+	sum.Unanswered = fmt.Sprintf("the batch's run %s did not answer in %v (%v): %s; "+counts,
 		exec.GetRunId(), BatchQueryTimeout, qerr, runWaits(desc), first.GetEventTime().AsTime().UTC().Format(time.RFC3339))
 	return sum, nil
+}
+
+// countBatchChildren counts the StartSubagent runs of batch id that visibility lists
+// (SubagentBatch = id), closed and running. Visibility lags the runs by a moment: the
+// counts may be that far behind.
+func countBatchChildren(ctx context.Context, c tclient.Client, id string) (closed, running int, err error) {
+	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
+	count := func(q string) (int, error) {
+		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q})
+		if err != nil {
+			return 0, fmt.Errorf("count runs of batch %s (%s): %w", id, q, err)
+		}
+		return int(resp.GetCount()), nil
+	}
+	all, err := count(query)
+	if err != nil {
+		return 0, 0, err
+	}
+	if running, err = count(query + " AND ExecutionStatus = 'Running'"); err != nil {
+		return 0, 0, err
+	}
+	return max(all-running, 0), running, nil
 }
 
 // runWaits says what the run desc describes is waiting for, so that an unanswered query

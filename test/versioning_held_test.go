@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -125,8 +126,9 @@ func TestBatchHeldOnItsBuild(t *testing.T) {
 }
 
 // TestBatchStatusWithoutWorkers asks for the progress of a batch no worker of whose build
-// polls: `starter batch status --json` answers with the counts its run started with and
-// says why, instead of waiting for a worker.
+// polls: `starter batch status --json` answers at once instead of waiting for a worker,
+// counts the tasks done and running from the batch's children in visibility (its run started
+// with none), and says why.
 func TestBatchStatusWithoutWorkers(t *testing.T) {
 	deployment := "gone-" + uuid.NewString()[:8]
 	queue := "gone-" + uuid.NewString()
@@ -135,17 +137,31 @@ func TestBatchStatusWithoutWorkers(t *testing.T) {
 	defer cancel()
 	stop := deployedWorker(t, deployment, "a", queue, nil)
 	setCurrent(t, deployment, "a")
+	quick := script(t, dir, `{"text": "done"}`)
 	slow := script(t, dir, `{"delayMs": 60000, "text": "never read"}`)
 	batchID := "gone-batch-" + uuid.NewString()
 	run, err := env.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: batchID, TaskQueue: queue}, workflows.BatchWorkflowName,
 		workflows.BatchInput{BatchID: batchID, Tasks: []workflows.Task{
-			scriptedTask(subagent.ProviderSpawn, dir, slow, "one"), scriptedTask(subagent.ProviderSpawn, dir, slow, "two"),
-		}, Total: 2, Concurrency: 1})
+			scriptedTask(subagent.ProviderSpawn, dir, quick, "one"),
+			scriptedTask(subagent.ProviderSpawn, dir, slow, "two"), scriptedTask(subagent.ProviderSpawn, dir, slow, "three"),
+		}, Total: 3, Concurrency: 1})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		sum, err := subflow.BatchSummaryOf(ctx, env.c, batchID)
-		return err == nil && sum.Running == 1
-	}, waitLimit, 50*time.Millisecond, "the batch starts its first task")
+		return err == nil && sum.Done == 1 && sum.Running == 1
+	}, waitLimit, 50*time.Millisecond, "the batch finishes its first task and starts its second")
+	// Visibility records runs a moment after they start and close.
+	count := func(q string) int64 {
+		resp, err := env.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("SubagentBatch = %q AND %s", batchID, q)})
+		if err != nil {
+			return -1
+		}
+		return resp.GetCount()
+	}
+	require.Eventually(t, func() bool {
+		return count("ExecutionStatus = 'Running'") == 1 && count("ExecutionStatus != 'Running'") == 1
+	}, waitLimit, 50*time.Millisecond, "visibility lists the batch's children")
 	stop()
 	defer func() { _ = env.c.TerminateWorkflow(context.Background(), run.GetID(), "", "test over") }()
 
@@ -153,9 +169,11 @@ func TestBatchStatusWithoutWorkers(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 	var sum workflows.BatchSummary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), stdout)
-	assert.Equal(t, 2, sum.Total)
+	assert.Equal(t, 3, sum.Total)
 	assert.Equal(t, 1, sum.Runs)
+	assert.Equal(t, []int{1, 1, 1}, []int{sum.Done, sum.Running, sum.Queued}, "done, running, queued: %+v", sum)
 	assert.Contains(t, sum.Unanswered, "did not answer")
+	assert.Contains(t, sum.Unanswered, "counted from its children in visibility")
 	assert.Contains(t, sum.Unanswered, "build "+deployment+":a (pinned)")
 }
 

@@ -66,7 +66,8 @@ type BatchSummary struct {
 	BuildHeld string `json:"buildHeld,omitempty"`
 	// Unanswered says why the summary is not the batch's live progress: its run did not
 	// answer the query in time (no worker of its build polls, or its workflow task is slow to
-	// complete: the message says which), and the counts are those the run started with
+	// complete: the message says which); Done, Running and Queued are then counted from the
+	// batch's children in visibility, the other figures are those the run started with
 	// (subflow.BatchSummaryOf). Empty for a live or final summary.
 	Unanswered string `json:"unanswered,omitempty"`
 }

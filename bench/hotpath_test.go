@@ -31,6 +31,10 @@ const (
 	hotPathSequential = 200
 	hotPathRuns       = 1000
 	ceilingQueue      = "ceiling"
+
+	// ceilingStartBurst is the bound a Batch keeps on its children asked of the server and
+	// not yet started (startBurst in workflows/batch.go).
+	ceilingStartBurst = 16
 )
 
 // emptyWorkflow is the engine's floor: a workflow that does nothing.
@@ -52,21 +56,26 @@ func emptyActivity(context.Context) error { return nil }
 // Past perRun children (0: never) a run waits for its children to close and continues as new
 // with the rest, as a Batch's history must stay bounded too (a Batch hands its running
 // children over instead of waiting for them, so this floor pays a small drain per run).
+// Like a Batch, it has at most ceilingStartBurst children asked of the server and not yet
+// started, so that its task times have a Batch's shape.
 func childBatchWorkflow(ctx workflow.Context, n, width, perRun int, d workflows.Durations) (workflows.Durations, error) {
 	this := n
 	if perRun > 0 && n > perRun {
 		this = perRun
 	}
-	running, closed := 0, 0
+	running, starting, closed := 0, 0, 0
 	var failed error
 	for range this {
-		if err := workflow.Await(ctx, func() bool { return running < width }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return running < width && starting < ceilingStartBurst }); err != nil {
 			return d, err
 		}
 		running++
+		starting++
 		begin := workflow.Now(ctx)
 		fut := workflow.ExecuteChildWorkflow(ctx, oneActivityWorkflow)
 		workflow.Go(ctx, func(ctx workflow.Context) {
+			_ = fut.GetChildWorkflowExecution().Get(ctx, nil)
+			starting--
 			if err := fut.Get(ctx, nil); err != nil && failed == nil {
 				failed = err
 			}

@@ -94,11 +94,13 @@ func RunningBatchSummary(ctx context.Context, c tclient.Client, desc *workflowse
 	return sum, nil
 }
 
-// countBatchChildren counts the StartSubagent runs of batch id that visibility lists
-// (SubagentBatch = id), closed and running. Visibility lags the runs by a moment: the
+// countBatchChildren counts the StartSubagent runs that batch id started and visibility
+// lists, closed and running. Visibility lags the runs by a moment: the
 // counts may be that far behind.
 func countBatchChildren(ctx context.Context, c tclient.Client, id string) (closed, running int, err error) {
-	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
+	// The attribute is the run's own word; its parent, the server's: only the batch's
+	// children count (childOf checks the same when the results are read).
+	query := batchRunsQuery(id) + fmt.Sprintf(" AND ParentWorkflowId = %q", id)
 	count := func(q string) (int, error) {
 		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q})
 		if err != nil {
@@ -195,7 +197,7 @@ func childOf(info *workflowpb.WorkflowExecutionInfo, batch string) (ch listedChi
 // (SubagentBatch = id) and the batch started (childOf), with its task number from the memo,
 // a page of the list at a time.
 func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(listedChild)) error {
-	query := fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
+	query := batchRunsQuery(id)
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: 1000})
@@ -211,6 +213,11 @@ func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(
 			return nil
 		}
 	}
+}
+
+// batchRunsQuery is the visibility query of the StartSubagent runs that carry batch id.
+func batchRunsQuery(id string) string {
+	return fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
 }
 
 // closedChildren is what reading the results of a batch's closed children needs, indexed by

@@ -128,7 +128,7 @@ func TestBatchHeldOnItsBuild(t *testing.T) {
 // TestBatchStatusWithoutWorkers asks for the progress of a batch no worker of whose build
 // polls: `starter batch status --json` answers at once instead of waiting for a worker,
 // counts the tasks done and running from the batch's children in visibility (its run started
-// with none), and says why.
+// with none; a run that only names the batch is not counted), and says why.
 func TestBatchStatusWithoutWorkers(t *testing.T) {
 	deployment := "gone-" + uuid.NewString()[:8]
 	queue := "gone-" + uuid.NewString()
@@ -150,6 +150,11 @@ func TestBatchStatusWithoutWorkers(t *testing.T) {
 		sum, err := subflow.BatchSummaryOf(ctx, env.c, batchID)
 		return err == nil && sum.Done == 1 && sum.Running == 1
 	}, waitLimit, 50*time.Millisecond, "the batch finishes its first task and starts its second")
+	// A run that names the batch without being its child is not one of its tasks.
+	stray := rootInput(subagent.ProviderSpawn, dir, quick, "not a task")
+	stray.Batch = batchID
+	_, strayRun := start(t, stray)
+	require.NoError(t, strayRun.Get(ctx, nil))
 	// Visibility records runs a moment after they start and close.
 	count := func(q string) int64 {
 		resp, err := env.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
@@ -160,8 +165,8 @@ func TestBatchStatusWithoutWorkers(t *testing.T) {
 		return resp.GetCount()
 	}
 	require.Eventually(t, func() bool {
-		return count("ExecutionStatus = 'Running'") == 1 && count("ExecutionStatus != 'Running'") == 1
-	}, waitLimit, 50*time.Millisecond, "visibility lists the batch's children")
+		return count("ExecutionStatus = 'Running'") == 1 && count("ExecutionStatus != 'Running'") == 2
+	}, waitLimit, 50*time.Millisecond, "visibility lists the batch's children and the stray run")
 	stop()
 	defer func() { _ = env.c.TerminateWorkflow(context.Background(), run.GetID(), "", "test over") }()
 

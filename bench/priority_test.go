@@ -58,18 +58,23 @@ const (
 // share of the machine's CPU time (all cores, every process: on a cluster its services too)
 // that was busy while those runs were measured, theirs included; fewer load slots
 // (SUBFLOW_BENCH_LOAD_SLOTS) leave more of it idle, which tells the CPU's part of the ratio
-// from the queues'. And batch-share, the tasks one batch finished over the other's by the
+// from the queues'. steady-batch-rate-vs-alone is the batches' rate while the steady runs
+// are measured and for 2 s after, over their rate for 3 s just before with no run: what the
+// runs cost them. And batch-share, the tasks one batch finished over the other's by the
 // end, 1 for their equal weights. With SUBFLOW_BENCH_RECORD=1 it appends the p50 and p99 of
 // each case to bench/results/interactive-latency.tsv and redraws
 // docs/img/interactive-latency.svg. SUBFLOW_BENCH_POLLERS sets the worker's pollers
-// (app.Options.Pollers).
+// (app.Options.Pollers), SUBFLOW_BENCH_YIELD the activity slots each of its queues keeps
+// while an interactive run is in hand (app.Options.YieldActivities; default 0, never
+// yield).
 //
 //	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkInteractiveLatency(b *testing.B) {
 	runs := envCount("SUBFLOW_BENCH_RUNS", interactiveRuns)
 	queue := "bench-interactive-" + uuid.NewString()
 	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: filepath.Join(env.tmp, "sessions"),
-		MaxConcurrentActivities: envCount("SUBFLOW_BENCH_LOAD_SLOTS", loadSlots), Pollers: envCount("SUBFLOW_BENCH_POLLERS", 0), Logger: zap.NewNop()})
+		MaxConcurrentActivities: envCount("SUBFLOW_BENCH_LOAD_SLOTS", loadSlots), Pollers: envCount("SUBFLOW_BENCH_POLLERS", 0),
+		YieldActivities: envCount("SUBFLOW_BENCH_YIELD", 0), Logger: zap.NewNop()})
 	require.NoError(b, err)
 	require.NoError(b, w.Start())
 	defer func() {
@@ -132,17 +137,34 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 	awaitSteady := func(ids []string) {
 		awaitLoad(ids, func(s workflows.BatchSummary) bool { return s.Done >= loadConcurrency })
 	}
+	// answered is the summary of batch id from its own progress query: a batch that does not
+	// answer in time (a saturated server) is summed up from its start and visibility, so ask
+	// again.
+	answered := func(id string) workflows.BatchSummary {
+		var s workflows.BatchSummary
+		require.Eventually(b, func() bool {
+			var err error
+			s, err = subflow.BatchSummaryOf(context.Background(), env.c, id)
+			require.NoError(b, err)
+			return s.Unanswered == ""
+		}, waitLimit, 100*time.Millisecond, "batch %s answers its progress query", id)
+		return s
+	}
+	// batchRate is the tasks the batches of ids finished per second while f ran.
+	batchRate := func(ids []string, f func()) float64 {
+		done := func() (n int) {
+			for _, id := range ids {
+				n += answered(id).Done
+			}
+			return n
+		}
+		before, begin := done(), time.Now()
+		f()
+		return float64(done()-before) / time.Since(begin).Seconds()
+	}
 	stopLoad := func(ids []string, runs []client.WorkflowRun) (done []int) {
 		for i, id := range ids {
-			// A batch that does not answer its progress query in time (a saturated
-			// server) is summed up by its input's counts, not its progress: ask again.
-			var s workflows.BatchSummary
-			require.Eventually(b, func() bool {
-				var err error
-				s, err = subflow.BatchSummaryOf(context.Background(), env.c, id)
-				require.NoError(b, err)
-				return s.Unanswered == ""
-			}, waitLimit, 100*time.Millisecond, "batch %s answers its progress query", id)
+			s := answered(id)
 			require.Less(b, s.Done, loadBatchTasks, "batch %s ended before the runs under it were measured", id)
 			done = append(done, s.Done)
 			require.NoError(b, env.c.CancelWorkflow(context.Background(), id, ""))
@@ -157,7 +179,14 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 		ids, load := startLoad()
 		busyDuring(b, "loaded-cpu-busy", func() { loaded, loadedQueued = measure(temporal.Priority{}) })
 		awaitSteady(ids)
-		busyDuring(b, "steady-cpu-busy", func() { steady, steadyQueued = measure(temporal.Priority{}) })
+		// The batches' rate at steady state with no run, then while the runs are measured:
+		// what the runs cost them (a worker that yields to them, SUBFLOW_BENCH_YIELD).
+		alone := batchRate(ids, func() { time.Sleep(3 * time.Second) })
+		beside := batchRate(ids, func() {
+			busyDuring(b, "steady-cpu-busy", func() { steady, steadyQueued = measure(temporal.Priority{}) })
+			time.Sleep(2 * time.Second) // a yielding worker's hold after the last run
+		})
+		b.ReportMetric(beside/alone, "steady-batch-rate-vs-alone")
 		fairOnly, fairOnlyQueued := measure(temporal.Priority{PriorityKey: workflows.BatchPriority, FairnessKey: "interactive"})
 		done := stopLoad(ids, load)
 		b.Logf("tasks done by each batch when they were cancelled: %v", done)

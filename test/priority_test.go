@@ -385,3 +385,138 @@ func TestInteractiveRunTakesTheLaneItsBuildPolls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, lane, desc.GetExecutionConfig().GetTaskQueue().GetName(), "with the new build current, the run starts on the lane")
 }
+
+// span is when a drive ran: from its activity's start to its close (the zero end: still
+// running).
+type span struct{ start, end time.Time }
+
+func (s span) covers(at time.Time) bool {
+	return !s.start.After(at) && (s.end.IsZero() || at.Before(s.end))
+}
+
+// driveSpans reads when the Drive activities of a run ran from its history.
+func driveSpans(t *testing.T, workflowID, runID string) []span {
+	t.Helper()
+	started := map[int64]time.Time{} // by the activity's scheduled event
+	var drives []int64
+	ends := map[int64]time.Time{}
+	for _, ev := range history(t, env.c, fakeRun{id: workflowID, runID: runID}) {
+		at := ev.GetEventTime().AsTime()
+		switch {
+		case ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityDrive:
+			drives = append(drives, ev.GetEventId())
+		case ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = at
+		case ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			ends[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] = at
+		case ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+			ends[ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()] = at
+		case ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			ends[ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()] = at
+		case ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+			ends[ev.GetActivityTaskCanceledEventAttributes().GetScheduledEventId()] = at
+		}
+	}
+	var out []span
+	for _, id := range drives {
+		if s, ok := started[id]; ok {
+			out = append(out, span{s, ends[id]})
+		}
+	}
+	return out
+}
+
+// mostAtOnce is the most spans running at once at some instant of [from, to]: at from, or
+// where one starts.
+func mostAtOnce(spans []span, from, to time.Time) int {
+	instants := []time.Time{from}
+	for _, s := range spans {
+		if s.start.After(from) && !s.start.After(to) {
+			instants = append(instants, s.start)
+		}
+	}
+	most := 0
+	for _, at := range instants {
+		n := 0
+		for _, s := range spans {
+			if s.covers(at) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// TestYieldingWorkerHoldsBatchDrives: on a worker of 3 activity slots that yields to
+// interactive runs keeping 1 (app.Options.YieldActivities), a batch's drives fill the 3
+// slots; while a run started on its own drives on the lane, once the batch's drives started
+// before it (or in the moment it began) have ended, at most 1 batch drive runs at a time, and
+// the batch goes on. Read from the histories.
+func TestYieldingWorkerHoldsBatchDrives(t *testing.T) {
+	queue := "yield-" + uuid.NewString()
+	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: env.sessionRoot,
+		MaxConcurrentActivities: 3, YieldActivities: 1, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(func() {
+		w.Stop()
+		_ = cleanup()
+	})
+	dir := t.TempDir()
+	slow := script(t, dir, `{"text": "batch answer", "delayMs": 400}`)
+	long := script(t, dir, `{"text": "interactive answer", "chunks": 8, "delayMs": 4000}`)
+	const n = 40
+	tasks := make([]workflows.Task, n)
+	for i := range tasks {
+		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("task %d", i))
+	}
+	batchID, batch := startPrioritizedBatch(t, queue, 0, tasks)
+	require.Eventually(t, func() bool {
+		p, err := batchProgress(t, batchID)
+		return err == nil && p.Done >= 3
+	}, waitLimit, 20*time.Millisecond, "the batch's drives run")
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	_, run, err := subflow.Start(ctx, env.c, subflow.StartOptions{TaskQueue: queue,
+		Input: rootInput(subagent.ProviderSpawn, dir, long, "interactive")})
+	require.NoError(t, err)
+	out, cancelled := outcome(t, run)
+	require.False(t, cancelled)
+	require.Equal(t, subagent.StopCompleted, out.Result.StopReason)
+	require.NoError(t, env.c.CancelWorkflow(ctx, batchID, ""))
+	_ = batch.Get(ctx, nil)
+
+	var first time.Time // the run's first task in hand on the lane
+	for _, d := range dispatches(t, run.GetID(), run.GetRunID()) {
+		if first.IsZero() || d.started.Before(first) {
+			first = d.started
+		}
+	}
+	mine := driveSpans(t, run.GetID(), run.GetRunID())
+	require.Len(t, mine, 1)
+	var theirs []span
+	var longest time.Duration
+	for i := range n {
+		for _, s := range driveSpans(t, workflows.BatchChildWorkflowID(batchID, i), "") {
+			theirs = append(theirs, s)
+			if !s.end.IsZero() {
+				longest = max(longest, s.end.Sub(s.start))
+			}
+		}
+	}
+	assert.Equal(t, 3, mostAtOnce(theirs, time.Time{}, first), "before the run, the batch's drives filled the worker's 3 slots")
+	// A batch drive whose slot was reserved before the run's first task may start in the
+	// moment after it: twice the longest drive past that task, every such drive has ended.
+	from := first.Add(2 * longest)
+	require.True(t, from.Before(mine[0].end), "the run's drive (%v) outlasts twice the batch's longest (%v)", mine[0].end.Sub(first), longest)
+	assert.LessOrEqual(t, mostAtOnce(theirs, from, mine[0].end), 1, "batch drives at once while the run drove")
+	during := 0
+	for _, s := range theirs {
+		if s.start.After(first) && s.start.Before(mine[0].end) {
+			during++
+		}
+	}
+	assert.Positive(t, during, "the batch went on while the run drove")
+}

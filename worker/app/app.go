@@ -155,6 +155,16 @@ type Options struct {
 	// such a run never waits for a slot a batch's drive holds. 0 means
 	// MaxConcurrentActivities.
 	InteractiveActivities int
+	// YieldActivities, when positive, makes the worker yield its CPU to interactive runs:
+	// while any of its interactive lanes has a task in hand, or had one less than 2 s ago,
+	// each queue starts a new activity (a batch's drive) only while fewer than
+	// YieldActivities run. A drive already running finishes. Priority and the lanes keep an
+	// interactive run's tasks from queueing behind a batch's; on a host the batches keep
+	// busy, its tasks still wait for the CPU, which this frees (docs/benchmarks.md,
+	// "Interactive latency under batches"). The cost is the batches' rate while interactive
+	// runs are in hand. 0, the default, never yields; it must be fewer than
+	// MaxConcurrentActivities (the SDK's 1000 when that is 0).
+	YieldActivities int
 	// Workflows registers the workflows on each queue's worker; nil means
 	// workflows.RegisterWithOptions with the interactive lane on. Tests register another
 	// build's workflows under the same names with it.
@@ -252,11 +262,21 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	// its own sticky queue too, so no workflow task of such a run queues behind a batch's.
 	lane := wopts
 	lane.MaxConcurrentActivityExecutionSize = cmp.Or(opts.InteractiveActivities, opts.MaxConcurrentActivities)
+	var load *interactiveLoad
+	if opts.YieldActivities > 0 {
+		load = newInteractiveLoad(yieldHold)
+		wopts.MaxConcurrentActivityExecutionSize, lane.MaxConcurrentActivityExecutionSize = 0, 0 // the tuners' (the SDK refuses both)
+	}
 	ws := &multiWorker{stopped: make(chan struct{})}
 	var polled []string
 	for _, q := range queues {
-		qw := worker.New(c, q, ws.stopOnFatal(wopts, q))
-		lw := worker.New(c, workflows.InteractiveQueue(q), ws.stopOnFatal(lane, workflows.InteractiveQueue(q)))
+		qopts, lopts := wopts, lane
+		if load != nil {
+			qopts.Tuner, lopts.Tuner = yieldTuners(load, cmp.Or(opts.MaxConcurrentActivities, sdkDefaultSlots), opts.YieldActivities,
+				cmp.Or(opts.InteractiveActivities, opts.MaxConcurrentActivities, sdkDefaultSlots))
+		}
+		qw := worker.New(c, q, ws.stopOnFatal(qopts, q))
+		lw := worker.New(c, workflows.InteractiveQueue(q), ws.stopOnFatal(lopts, workflows.InteractiveQueue(q)))
 		for _, w := range []worker.Worker{qw, lw} {
 			opts.Workflows(w)
 			w.RegisterDynamicWorkflow(unknownWorkflow(cmp.Or(opts.BuildID, "unversioned")), workflow.DynamicRegisterOptions{})
@@ -287,7 +307,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		zap.Strings("workspaceRoots", served),
 		zap.String("sessionStore", storeopen.Describe(opts.SessionStore)), zap.String("sdkCommand", opts.SDKCommand),
 		zap.Strings("sdkArgs", opts.SDKArgs), zap.String("deploymentName", opts.DeploymentName),
-		zap.String("buildId", opts.BuildID))
+		zap.String("buildId", opts.BuildID), zap.Int("yieldActivities", opts.YieldActivities))
 	publishing, stopPublishing := context.WithCancel(context.Background())
 	if opts.DeploymentName != "" {
 		go publishWorkflows(publishing, c, opts, registeredNames(opts.Workflows))

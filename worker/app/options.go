@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,6 +88,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.InteractiveActivities < 0 {
 		return o, fmt.Errorf("app: interactive activities %d must not be negative", o.InteractiveActivities)
+	}
+	if o.YieldActivities < 0 {
+		return o, fmt.Errorf("app: yield activities %d must not be negative", o.YieldActivities)
+	}
+	if slots := cmp.Or(o.MaxConcurrentActivities, sdkDefaultSlots); o.YieldActivities >= slots {
+		return o, fmt.Errorf("app: yield activities %d must be fewer than the worker's %d activity slots: it is what each queue keeps of them while interactive runs are in hand", o.YieldActivities, slots)
 	}
 	if o.Pollers < 0 || o.Pollers == 1 {
 		return o, fmt.Errorf("app: pollers %d: want 2 or more, or 0 for the SDK's default (a worker's workflow-task pollers alternate between two queues)", o.Pollers)

@@ -77,6 +77,15 @@ func scriptedTask(provider, dir, scriptPath, text string) workflows.Task {
 	return workflows.Task{Provider: provider, Task: text, Cwd: dir, ModelProvider: model.ProviderScripted, Model: scriptPath}
 }
 
+// spawnTasks is n spawn tasks in dir answering with scriptPath, "task 0" to "task n-1".
+func spawnTasks(dir, scriptPath string, n int) []workflows.Task {
+	tasks := make([]workflows.Task, n)
+	for i := range tasks {
+		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, scriptPath, fmt.Sprintf("task %d", i))
+	}
+	return tasks
+}
+
 // TestBatchMixedProviders runs a 50-task batch of spawn, fork, sdk and structured tasks: the
 // progress query adds up while it runs, every result is in the results file with its own
 // answer, and every child carries the batch id.

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -118,10 +117,7 @@ func TestInteractiveRunGoesAheadOfBatch(t *testing.T) {
 	slow := script(t, dir, `{"text": "batch answer", "delayMs": 200}`)
 	fast := script(t, dir, `{"text": "interactive answer"}`)
 	const n = 30
-	tasks := make([]workflows.Task, n)
-	for i := range tasks {
-		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("task %d", i))
-	}
+	tasks := spawnTasks(dir, slow, n)
 	batchID, batch := startPrioritizedBatch(t, queue, 0, tasks)
 	// A saturating batch: every child started, most of their activities queued.
 	require.Eventually(t, func() bool {
@@ -212,10 +208,7 @@ func TestBatchesShareWorkersByWeight(t *testing.T) {
 	dir := t.TempDir()
 	answer := script(t, dir, `{"text": "batch answer", "delayMs": 20}`)
 	const n, concurrency = 60, 6
-	tasks := make([]workflows.Task, n)
-	for i := range tasks {
-		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, answer, fmt.Sprintf("task %d", i))
-	}
+	tasks := spawnTasks(dir, answer, n)
 	startBatch := func(weight float32) (string, client.WorkflowRun) {
 		id := "batch-" + uuid.NewString()
 		run, err := env.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: queue,
@@ -467,10 +460,7 @@ func TestYieldingWorkerHoldsBatchDrives(t *testing.T) {
 	slow := script(t, dir, `{"text": "batch answer", "delayMs": 400}`)
 	long := script(t, dir, `{"text": "interactive answer", "chunks": 8, "delayMs": 4000}`)
 	const n = 40
-	tasks := make([]workflows.Task, n)
-	for i := range tasks {
-		tasks[i] = scriptedTask(subagent.ProviderSpawn, dir, slow, fmt.Sprintf("task %d", i))
-	}
+	tasks := spawnTasks(dir, slow, n)
 	batchID, batch := startPrioritizedBatch(t, queue, 0, tasks)
 	require.Eventually(t, func() bool {
 		p, err := batchProgress(t, batchID)

@@ -155,19 +155,20 @@ const sdkDefaultSlots = 1000
 // the lane counts its workflow tasks, activities and local activities in load, and every
 // other kind keeps the SDK's default.
 func yieldTuners(load *interactiveLoad, activitySlots, keep, laneActivitySlots int) (queue, lane worker.WorkerTuner) {
-	tuner := func(workflow, activity, local worker.SlotSupplier) worker.WorkerTuner {
+	// Sessions are unused; their slots follow the activities', as the SDK's own tuner does.
+	tuner := func(workflow, activity, local worker.SlotSupplier, sessions int) worker.WorkerTuner {
 		t, _ := worker.NewCompositeTuner(worker.CompositeTunerOptions{ // never fails
 			WorkflowSlotSupplier:        workflow,
 			ActivitySlotSupplier:        activity,
 			LocalActivitySlotSupplier:   local,
 			NexusSlotSupplier:           fixedSlots(sdkDefaultSlots),
-			SessionActivitySlotSupplier: fixedSlots(activitySlots),
+			SessionActivitySlotSupplier: fixedSlots(sessions),
 		})
 		return t
 	}
-	queue = tuner(fixedSlots(sdkDefaultSlots), &yieldSlots{max: activitySlots, keep: keep, load: load}, fixedSlots(sdkDefaultSlots))
+	queue = tuner(fixedSlots(sdkDefaultSlots), &yieldSlots{max: activitySlots, keep: keep, load: load}, fixedSlots(sdkDefaultSlots), activitySlots)
 	lane = tuner(laneSlots{fixedSlots(sdkDefaultSlots), load}, laneSlots{fixedSlots(laneActivitySlots), load},
-		laneSlots{fixedSlots(sdkDefaultSlots), load})
+		laneSlots{fixedSlots(sdkDefaultSlots), load}, laneActivitySlots)
 	return queue, lane
 }
 

@@ -128,6 +128,11 @@ Flags:
 		fmt.Fprintf(stderr, "worker: unexpected argument %q (subcommands: version, replay, %s)\n", fs.Arg(0), ChildRuntimeArg)
 		return 2
 	}
+	if err := opts.CheckCounts(); err != nil {
+		// Before the connection: a bad count should not wait on an unreachable server.
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
 	opts.SDKArgs = sdkArgs
 	opts.ChildEnv = childEnv
 	opts.ModelConcurrency = limits

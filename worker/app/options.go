@@ -78,25 +78,35 @@ func DefaultBuildID(id string) string {
 	return ReadBuildInfo().BuildID()
 }
 
+// CheckCounts reports the first of o's slot and poller counts that New refuses, naming it
+// and its value. It reads nothing else, so that a command can check its flags before it
+// starts anything.
+func (o Options) CheckCounts() error {
+	if o.MaxConcurrentActivities < 0 {
+		return fmt.Errorf("app: max concurrent activities %d must not be negative", o.MaxConcurrentActivities)
+	}
+	if o.InteractiveActivities < 0 {
+		return fmt.Errorf("app: interactive activities %d must not be negative", o.InteractiveActivities)
+	}
+	if o.YieldActivities < 0 {
+		return fmt.Errorf("app: yield activities %d must not be negative", o.YieldActivities)
+	}
+	if slots := cmp.Or(o.MaxConcurrentActivities, sdkDefaultSlots); o.YieldActivities >= slots {
+		return fmt.Errorf("app: yield activities %d must be fewer than the worker's %d activity slots: it is what each queue keeps of them while interactive runs are in hand", o.YieldActivities, slots)
+	}
+	if o.Pollers < 0 || o.Pollers == 1 {
+		return fmt.Errorf("app: pollers %d: want 2 or more, or 0 for the SDK's default (a worker's workflow-task pollers alternate between two queues)", o.Pollers)
+	}
+	return nil
+}
+
 // withDefaults fills the zero fields of o.
 func (o Options) withDefaults() (Options, error) {
 	if o.TaskQueue == "" {
 		o.TaskQueue = workflows.TaskQueue
 	}
-	if o.MaxConcurrentActivities < 0 {
-		return o, fmt.Errorf("app: max concurrent activities %d must not be negative", o.MaxConcurrentActivities)
-	}
-	if o.InteractiveActivities < 0 {
-		return o, fmt.Errorf("app: interactive activities %d must not be negative", o.InteractiveActivities)
-	}
-	if o.YieldActivities < 0 {
-		return o, fmt.Errorf("app: yield activities %d must not be negative", o.YieldActivities)
-	}
-	if slots := cmp.Or(o.MaxConcurrentActivities, sdkDefaultSlots); o.YieldActivities >= slots {
-		return o, fmt.Errorf("app: yield activities %d must be fewer than the worker's %d activity slots: it is what each queue keeps of them while interactive runs are in hand", o.YieldActivities, slots)
-	}
-	if o.Pollers < 0 || o.Pollers == 1 {
-		return o, fmt.Errorf("app: pollers %d: want 2 or more, or 0 for the SDK's default (a worker's workflow-task pollers alternate between two queues)", o.Pollers)
+	if err := o.CheckCounts(); err != nil {
+		return o, err
 	}
 	if o.SessionStore == "" {
 		// Explicit options first, then the environment, then the per-user directory.

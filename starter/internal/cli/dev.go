@@ -24,12 +24,21 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task `QUEUE` of the worker")
 	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	slots := fs.Int("max-concurrent-activities", 0, "activity slots of the worker (default: the Temporal SDK's)")
+	yield := fs.Int("yield-activities", 0, "while an interactive run has a task in hand on the worker (and for 2s after), start a batch's drive only while fewer than `N` run, to leave the interactive run the CPU (default 0: never yield)")
 	tlsCert := fs.String("tls-cert", "", "serve the frontend over TLS with the certificate `FILE` (PEM; needs --tls-key)")
 	tlsKey := fs.String("tls-key", "", "private key `FILE` of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by a CA of `FILE` (mutual TLS)")
 	tlsDev := fs.String("tls-dev", "", "serve mutual TLS with a throwaway CA and certificates written to `DIR` (made if absent, reused if there)")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
+	}
+	workerOpts := app.Options{TaskQueue: *taskQueue, MaxConcurrentActivities: *slots, YieldActivities: *yield}
+	if !*noWorker {
+		// Checked before the server starts, so that a bad count costs nothing.
+		if err := workerOpts.CheckCounts(); err != nil {
+			fmt.Fprintf(stderr, "starter dev: %v\n", err)
+			return exitUsage
+		}
 	}
 
 	serverTLS, devCerts, err := devTLS(*tlsCert, *tlsKey, *tlsClientCA, *tlsDev)
@@ -56,7 +65,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !*noWorker {
 		copts := srv.ClientOptions()
 		copts.Logger = activities.QuietCancellations(copts.Logger)
-		local, err := startLocalWorker(ctx, srv, copts, *metricsAddr, app.Options{TaskQueue: *taskQueue, MaxConcurrentActivities: *slots}, stdout)
+		local, err := startLocalWorker(ctx, srv, copts, *metricsAddr, workerOpts, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "starter dev: %v\n", err)
 			return exitError

@@ -61,3 +61,23 @@ func TestDevSaysWhereItsStoreIs(t *testing.T) {
 		})
 	}
 }
+
+// TestDevRefusesBadWorkerCounts: `starter dev` refuses a worker's slot counts that no worker
+// accepts, naming the flag's value, before it starts a server: nothing to stop, no port
+// taken.
+func TestDevRefusesBadWorkerCounts(t *testing.T) {
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--max-concurrent-activities", "-1"}, "max concurrent activities -1 must not be negative"},
+		{[]string{"--yield-activities", "-2"}, "yield activities -2 must not be negative"},
+		{[]string{"--max-concurrent-activities", "4", "--yield-activities", "4"}, "yield activities 4 must be fewer than the worker's 4 activity slots"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"dev", "--port", "0", "--ui-port", "0"}, c.flags...)
+		assert.Equal(t, exitUsage, dispatch(t.Context(), args, &stdout, &stderr), "%v", c.flags)
+		assert.Contains(t, stderr.String(), c.want, "%v", c.flags)
+		assert.Empty(t, stdout.String(), "%v: nothing started", c.flags)
+	}
+}

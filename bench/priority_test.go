@@ -104,16 +104,28 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 		}
 		return lat, queued
 	}
-	// awaitLoad waits until every batch of ids is at least where reached says.
-	awaitLoad := func(ids []string, reached func(workflows.BatchSummary) bool) {
-		require.Eventually(b, func() bool {
+	// awaitLoad waits until every batch of ids is at least where reached (the load named
+	// what) says; past waitLimit it fails with where each batch last stood.
+	awaitLoad := func(ids []string, what string, reached func(workflows.BatchSummary) bool) {
+		for deadline := time.Now().Add(waitLimit); ; time.Sleep(100 * time.Millisecond) {
+			var stood []string
+			all := true
 			for _, id := range ids {
-				if s, err := subflow.BatchSummaryOf(context.Background(), env.c, id); err != nil || !reached(s) {
-					return false
+				s, err := subflow.BatchSummaryOf(context.Background(), env.c, id)
+				if err != nil {
+					stood = append(stood, fmt.Sprintf("%s: %v", id, err))
+				} else {
+					stood = append(stood, fmt.Sprintf("%s: %d running, %d done, %d queued, unanswered %q", id, s.Running, s.Done, s.Queued, s.Unanswered))
 				}
+				all = all && err == nil && reached(s)
 			}
-			return true
-		}, waitLimit, 100*time.Millisecond)
+			if all {
+				return
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("the batches are not %s after %s: %s", what, waitLimit, strings.Join(stood, "; "))
+			}
+		}
 	}
 	startLoad := func() (ids []string, runs []client.WorkflowRun) {
 		tasks := make([]workflows.Task, loadBatchTasks)
@@ -129,13 +141,15 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 			ids, runs = append(ids, id), append(runs, run)
 		}
 		// Saturated: every slot busy and drives queued behind them.
-		awaitLoad(ids, func(s workflows.BatchSummary) bool { return s.Running >= loadConcurrency })
+		awaitLoad(ids, fmt.Sprintf("running %d children each", loadConcurrency),
+			func(s workflows.BatchSummary) bool { return s.Running >= loadConcurrency })
 		return ids, runs
 	}
 	// awaitSteady waits until each batch has finished as many tasks as its concurrency: its
 	// first children, started together, are done, and it starts one as one ends.
 	awaitSteady := func(ids []string) {
-		awaitLoad(ids, func(s workflows.BatchSummary) bool { return s.Done >= loadConcurrency })
+		awaitLoad(ids, fmt.Sprintf("%d tasks done each", loadConcurrency),
+			func(s workflows.BatchSummary) bool { return s.Done >= loadConcurrency })
 	}
 	// answered is the summary of batch id from its own progress query: a batch that does not
 	// answer in time (a saturated server) is summed up from its start and visibility, so ask

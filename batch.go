@@ -535,6 +535,7 @@ func childResult(ctx context.Context, c tclient.Client, n int, ex *commonpb.Work
 		r.StopReason = res.Outcome.Result.StopReason
 		r.Output = session.JoinText(res.Outcome.Result.Output)
 		r.Structured = res.Outcome.Result.Structured
+		r.EndMessage = res.Outcome.EndMessage
 		r.InputTokens, r.OutputTokens = res.Outcome.Usage.InputTokens, res.Outcome.Usage.OutputTokens
 	}
 	in, err := StartInputOf(ctx, c, ex.GetWorkflowId(), ex.GetRunId())

@@ -385,11 +385,24 @@ func TestBatchPage(t *testing.T) {
 	require.Len(t, st.LastFailed, 3)
 	for _, f := range st.LastFailed {
 		why := string(f.StopReason)
-		if f.Error != "" {
+		switch {
+		case f.Error != "":
 			assert.Equal(t, "task-4", f.Label)
 			why = "failed: " + f.Error
+		case f.StopReason == subagent.StopError:
+			assert.Contains(t, f.EndMessage, "model exploded", "the page says why task %d ended error", f.Index)
+			why += ": " + f.EndMessage
+		default:
+			assert.Empty(t, f.EndMessage, "task %d ended %s, not by an error", f.Index, f.StopReason)
 		}
 		assert.Contains(t, page, fmt.Sprintf("| %d | %s | %s | [%s](/namespaces/{namespace}/workflows/%s) |",
 			f.Index, f.Label, strings.ReplaceAll(why, "|", `\|`), f.WorkflowID, f.WorkflowID))
+	}
+
+	results := readResults(t, env.c, run.GetID())
+	require.Len(t, results, 5)
+	assert.Contains(t, results[2].EndMessage, "model exploded", "the result line of the task that ended error says why")
+	for _, i := range []int{0, 3, 4} {
+		assert.Empty(t, results[i].EndMessage, "task %d: %+v", i, results[i])
 	}
 }

@@ -27,6 +27,7 @@ type starterJSON struct {
 	StopReason string          `json:"stopReason"`
 	Output     string          `json:"output"`
 	Structured json.RawMessage `json:"structured"`
+	EndMessage string          `json:"endMessage"`
 }
 
 // starterCmd is the starter binary with args, pointed at the shared server.
@@ -107,7 +108,13 @@ func TestStarterExitCodes(t *testing.T) {
 	t.Run("error", func(t *testing.T) {
 		code, stdout, stderr := runStarter(t, dir, append(scripted(`{"error": "model exploded"}`), "fail")...)
 		require.Equal(t, 1, code, "stderr: %s", stderr)
-		assert.Equal(t, "error", decodeStarterJSON(t, stdout).StopReason)
+		res := decodeStarterJSON(t, stdout)
+		assert.Equal(t, "error", res.StopReason)
+		assert.Contains(t, res.EndMessage, "model exploded", "the result says why the turn ended")
+
+		code, _, stderr = runStarter(t, dir, "result", res.WorkflowID)
+		require.Equal(t, 1, code, "stderr: %s", stderr)
+		assert.Contains(t, stderr, "ended error (child "+res.ChildID+"): "+res.EndMessage)
 	})
 
 	t.Run("cancelled", func(t *testing.T) {

@@ -503,7 +503,8 @@ func (b *batch) finish(ctx workflow.Context, rt RunningTask, res ChildResult) {
 	}
 	b.sum.countOutcome(stop, workflow.Now(ctx).Sub(rt.Started), res.Outcome.Usage)
 	if stop != subagent.StopCompleted {
-		b.sum.noteFailed(BatchResult{Index: rt.Index, Label: rt.Label, WorkflowID: rt.WorkflowID, StopReason: stop, Error: res.Error})
+		b.sum.noteFailed(BatchResult{Index: rt.Index, Label: rt.Label, WorkflowID: rt.WorkflowID, StopReason: stop,
+			Error: res.Error, EndMessage: res.Outcome.EndMessage})
 	}
 	b.show(ctx)
 }

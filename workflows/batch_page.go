@@ -13,10 +13,11 @@ import (
 const maxLastFailed = 5
 
 // noteFailed keeps res among the last failed tasks of s (those that ended with another stop
-// reason than completed, or without an outcome), newest last, its error cut to its first
-// line: the summary travels in every update's answer.
+// reason than completed, or without an outcome), newest last, its error and end message
+// cut to their first line: the summary travels in every update's answer.
 func (s *BatchSummary) noteFailed(res BatchResult) {
 	res.Error = subagent.FirstLine(res.Error, 160)
+	res.EndMessage = subagent.FirstLine(res.EndMessage, 160)
 	s.LastFailed = append(s.LastFailed, res)
 	if n := len(s.LastFailed); n > maxLastFailed {
 		s.LastFailed = slices.Clone(s.LastFailed[n-maxLastFailed:])
@@ -67,8 +68,11 @@ func BatchPage(s BatchSummary, now time.Time) string {
 		for i := len(s.LastFailed) - 1; i >= 0; i-- {
 			f := s.LastFailed[i]
 			why := string(f.StopReason)
-			if f.Error != "" {
+			switch {
+			case f.Error != "":
 				why = "failed: " + f.Error
+			case f.EndMessage != "":
+				why += ": " + f.EndMessage
 			}
 			run := ""
 			if f.WorkflowID != "" {

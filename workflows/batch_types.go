@@ -89,7 +89,9 @@ type BatchResult struct {
 	Output     string              `json:"output"`
 	Structured json.RawMessage     `json:"structured,omitempty"`
 	// Error is why the task has no outcome: the rejection's exact message, or the failure.
-	Error      string `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// EndMessage is why the task's turn ended, when an error ended it (Outcome.EndMessage).
+	EndMessage string `json:"endMessage,omitempty"`
 	DurationMs int64  `json:"durationMs"`
 	// InputTokens and OutputTokens are the run's token usage.
 	InputTokens  int64 `json:"inputTokens,omitempty"`

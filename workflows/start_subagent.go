@@ -344,6 +344,9 @@ func (r *run) publishedChanges(ctx workflow.Context, childID string, pub Publish
 // the workflow was cancelled, completed otherwise.
 func (r *run) finish(ctx workflow.Context, out Outcome) (Outcome, error) {
 	r.showDigest(ctx, out.Digest)
+	if out.Digest != nil {
+		out.EndMessage = out.Digest.EndMessage
+	}
 	out.Digest = nil
 	cancelled := ctx.Err() != nil
 	stop := out.Result.StopReason

@@ -186,6 +186,10 @@ type Outcome struct {
 	ResultRef *PayloadRef `json:"resultRef,omitempty"`
 	// Usage is the tokens the child's turn used, summed over its model requests.
 	Usage session.Usage `json:"usage,omitzero"`
+	// EndMessage is the first line of the error that ended the child's turn, when one did
+	// (a run that ends error says why here): the digest's, so set only at the worker's full
+	// digest level, which decides how much of a turn Temporal shows.
+	EndMessage string `json:"endMessage,omitempty"`
 	// Digest is what the child did (docs/digest.md), as ReadResult and RunSDKChild return
 	// it; nil when the worker's digest level is off. StartSubagent moves it into its status
 	// and Current Details, so its own result and a Canceled run's details never carry it:

@@ -71,6 +71,7 @@ export interface Outcome {
   depth: number;
   result: { output: Block[]; structured?: unknown; stopReason: StopReason };
   usage?: { inputTokens: number; outputTokens: number };
+  endMessage?: string;
 }
 
 /** One task of a batch: docs/json/common.schema.json#/$defs/Task */

@@ -37,6 +37,8 @@ type resultJSON struct {
 	StopReason subagent.StopReason `json:"stopReason,omitempty"`
 	Output     string              `json:"output"`
 	Structured json.RawMessage     `json:"structured"`
+	// EndMessage is why the child's turn ended, when an error ended it.
+	EndMessage string `json:"endMessage,omitempty"`
 }
 
 func newResultJSON(workflowID, runID string, out workflows.Outcome) resultJSON {
@@ -52,6 +54,7 @@ func newResultJSON(workflowID, runID string, out workflows.Outcome) resultJSON {
 		StopReason: out.Result.StopReason,
 		Output:     session.JoinText(out.Result.Output),
 		Structured: structured,
+		EndMessage: out.EndMessage,
 	}
 }
 
@@ -86,7 +89,11 @@ func report(stdout, stderr io.Writer, res resultJSON, asJSON bool) int {
 		fmt.Fprintln(stdout, string(res.Structured))
 	}
 	if res.StopReason != subagent.StopCompleted {
-		fmt.Fprintf(stderr, "starter: %s ended %s (child %s)\n", res.WorkflowID, res.StopReason, res.ChildID)
+		why := ""
+		if res.EndMessage != "" {
+			why = ": " + res.EndMessage
+		}
+		fmt.Fprintf(stderr, "starter: %s ended %s (child %s)%s\n", res.WorkflowID, res.StopReason, res.ChildID, why)
 	}
 	return exitCode(res.StopReason)
 }

@@ -65,8 +65,8 @@ const (
 // each case to bench/results/interactive-latency.tsv and redraws
 // docs/img/interactive-latency.svg. SUBFLOW_BENCH_POLLERS sets the worker's pollers
 // (app.Options.Pollers), SUBFLOW_BENCH_YIELD the activity slots each of its queues keeps
-// while an interactive run is in hand (app.Options.YieldActivities; default 0, never
-// yield).
+// while an interactive run is in hand on a busy host (app.Options.YieldActivities, as
+// `worker --yield-activities` reads it: N, auto, or 0, the default, never to yield).
 //
 //	go test -run '^$' -bench InteractiveLatency -benchtime 1x -timeout 30m ./bench/
 func BenchmarkInteractiveLatency(b *testing.B) {
@@ -74,7 +74,7 @@ func BenchmarkInteractiveLatency(b *testing.B) {
 	queue := "bench-interactive-" + uuid.NewString()
 	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: filepath.Join(env.tmp, "sessions"),
 		MaxConcurrentActivities: envCount("SUBFLOW_BENCH_LOAD_SLOTS", loadSlots), Pollers: envCount("SUBFLOW_BENCH_POLLERS", 0),
-		YieldActivities: envCount("SUBFLOW_BENCH_YIELD", 0), Logger: zap.NewNop()})
+		YieldActivities: envYield(b), Logger: zap.NewNop()})
 	require.NoError(b, err)
 	require.NoError(b, w.Start())
 	defer func() {
@@ -296,4 +296,14 @@ func readMachineCPU() (machineCPU, bool) {
 		}
 	}
 	return c, true
+}
+
+// envYield is SUBFLOW_BENCH_YIELD read as `worker --yield-activities` reads its value, 0
+// (never yield, the worker's default) when unset.
+func envYield(b *testing.B) int {
+	n := 0
+	if v := os.Getenv("SUBFLOW_BENCH_YIELD"); v != "" {
+		require.NoError(b, app.YieldFlag(&n).Set(v), "SUBFLOW_BENCH_YIELD")
+	}
+	return n
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os/exec"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -441,11 +443,27 @@ func mostAtOnce(spans []span, from, to time.Time) int {
 	return most
 }
 
+// busyHost keeps every CPU of the host busy with processes of its own, as other work on a
+// shared host does, until the test ends; it returns once a worker's reading of the host's
+// CPU (every second) has seen them.
+func busyHost(t *testing.T) {
+	t.Helper()
+	for range runtime.NumCPU() {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	time.Sleep(2500 * time.Millisecond)
+}
+
 // TestYieldingWorkerHoldsBatchDrives: on a worker of 3 activity slots that yields to
-// interactive runs keeping 1 (app.Options.YieldActivities), a batch's drives fill the 3
-// slots; while a run started on its own drives on the lane, once the batch's drives started
-// before it (or in the moment it began) have ended, at most 1 batch drive runs at a time, and
-// the batch goes on. Read from the histories.
+// interactive runs keeping 1 (app.Options.YieldActivities), on a busy host, a batch's
+// drives fill the 3 slots; while a run started on its own drives on the lane, once the
+// batch's drives started before it (or in the moment it began) have ended, at most 1 batch
+// drive runs at a time, and the batch goes on. Read from the histories.
 func TestYieldingWorkerHoldsBatchDrives(t *testing.T) {
 	queue := "yield-" + uuid.NewString()
 	w, cleanup, err := app.New(env.c, app.Options{TaskQueue: queue, SessionRoot: env.sessionRoot,
@@ -466,6 +484,7 @@ func TestYieldingWorkerHoldsBatchDrives(t *testing.T) {
 		p, err := batchProgress(t, batchID)
 		return err == nil && p.Done >= 3
 	}, waitLimit, 20*time.Millisecond, "the batch's drives run")
+	busyHost(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()

@@ -155,15 +155,19 @@ type Options struct {
 	// such a run never waits for a slot a batch's drive holds. 0 means
 	// MaxConcurrentActivities.
 	InteractiveActivities int
-	// YieldActivities, when positive, makes the worker yield its CPU to interactive runs:
-	// while any of its interactive lanes has a task in hand, or had one less than 2 s ago,
-	// each queue starts a new activity (a batch's drive) only while fewer than
-	// YieldActivities run. A drive already running finishes. Priority and the lanes keep an
-	// interactive run's tasks from queueing behind a batch's; on a host the batches keep
-	// busy, its tasks still wait for the CPU, which this frees (docs/benchmarks.md,
-	// "Interactive latency under batches"). The cost is the batches' rate while interactive
-	// runs are in hand. 0, the default, never yields; it must be fewer than
-	// MaxConcurrentActivities (the SDK's 1000 when that is 0).
+	// YieldActivities, when positive, makes the worker yield its CPU to interactive runs
+	// when its host's CPU is busy: while any of its interactive lanes has a task in hand, or
+	// had one less than 2 s ago, each queue starts a new activity (a batch's drive) only
+	// while fewer than YieldActivities run, from the moment more than half of the host's CPU
+	// time was in use over a second meanwhile. A drive already running
+	// finishes. Priority and the lanes keep an interactive run's tasks from queueing behind
+	// a batch's; on a host the batches keep busy, its tasks still wait for the CPU, which
+	// this frees (docs/benchmarks.md, "Interactive latency under batches"). The cost is the
+	// batches' rate while interactive runs are in hand, and only where the CPU was busy:
+	// drives that wait on a model's API leave it idle. The host's CPU is read from Linux's
+	// /proc/stat; elsewhere the worker never yields. YieldAuto keeps as many as the host has
+	// CPUs; 0 never yields. It must be fewer than MaxConcurrentActivities (the SDK's 1000
+	// when that is 0).
 	YieldActivities int
 	// Workflows registers the workflows on each queue's worker; nil means
 	// workflows.RegisterWithOptions with the interactive lane on. Tests register another
@@ -263,8 +267,19 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	lane := wopts
 	lane.MaxConcurrentActivityExecutionSize = cmp.Or(opts.InteractiveActivities, opts.MaxConcurrentActivities)
 	var load *interactiveLoad
+	watching, stopWatching := context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			stopWatching()
+		}
+	}()
 	if opts.YieldActivities > 0 {
-		load = newInteractiveLoad(yieldHold)
+		host, err := watchHostCPU(watching, procStat, hostSampleEvery)
+		if err != nil {
+			opts.Logger.Info("the worker never yields to interactive runs: it cannot tell whether its host's CPU is busy",
+				zap.Int("yieldActivities", opts.YieldActivities), zap.Error(err))
+		}
+		load = newInteractiveLoad(yieldHold, host.Busy)
 		wopts.MaxConcurrentActivityExecutionSize, lane.MaxConcurrentActivityExecutionSize = 0, 0 // the tuners' (the SDK refuses both)
 	}
 	ws := &multiWorker{stopped: make(chan struct{})}
@@ -319,6 +334,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 	}
 	cleanup = func() error {
 		stopPublishing()
+		stopWatching()
 		acts.ReleasePermits()
 		return closeStore()
 	}

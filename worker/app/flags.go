@@ -1,6 +1,7 @@
 package app
 
 import (
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,5 +26,31 @@ func (l providerLimits) Set(v string) error {
 		return fmt.Errorf("want PROVIDER=N with N at least 1: %q", v)
 	}
 	l[provider] = limit
+	return nil
+}
+
+// YieldFlag is the flag --yield-activities of the worker and `starter dev`: N, or auto
+// (YieldAuto), stored in *n (Options.YieldActivities).
+func YieldFlag(n *int) flag.Value { return yieldFlag{n} }
+
+type yieldFlag struct{ n *int }
+
+func (f yieldFlag) String() string {
+	if f.n == nil || *f.n == YieldAuto {
+		return "auto"
+	}
+	return strconv.Itoa(*f.n)
+}
+
+func (f yieldFlag) Set(v string) error {
+	if v == "auto" {
+		*f.n = YieldAuto
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a count of 0 or more, or auto: %q", v)
+	}
+	*f.n = n
 	return nil
 }

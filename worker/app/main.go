@@ -89,8 +89,8 @@ Flags:
 		"requests for workflow tasks, and as many for activity tasks, kept open on each task queue served and on its interactive lane (default: the Temporal SDK's, 2; 8 takes tasks on a queue batches keep busy sooner, at the cost of more tasks lost for a timeout to a frozen worker)")
 	fs.IntVar(&opts.InteractiveActivities, "interactive-activities", 0,
 		"activity slots of each queue's interactive lane, where interactive runs (starter run, subflow.Start) run and batches never do (default: --max-concurrent-activities)")
-	fs.IntVar(&opts.YieldActivities, "yield-activities", 0,
-		"while an interactive run has a task in hand on this worker (and for 2s after), start a batch's drive only while fewer than `N` run on its queue, to leave the interactive run the CPU (default 0: never yield)")
+	fs.Var(YieldFlag(&opts.YieldActivities), "yield-activities",
+		"while an interactive run has a task in hand on this worker (and for 2s after), once the host's CPU is seen busy (more than half in use over a second), start a batch's drive only while fewer than `N` run on its queue, to leave the interactive run the CPU; auto: as many as the host has CPUs; 0 never yields (default 0)")
 	fs.StringVar(&opts.SubagentProvider, "subagent-provider", "",
 		"provider of subagent tool calls that name none (default spawn)")
 	fs.Var(&opts.SubagentMaxDepth, "subagent-max-depth",

@@ -19,6 +19,7 @@ func TestMainRefusesBadInvocations(t *testing.T) {
 		{[]string{"--model-concurrency", "openai-compatible=0"}, `want PROVIDER=N with N at least 1: "openai-compatible=0"`},
 		{[]string{"--yield-activities", "8", "--max-concurrent-activities", "8"}, "worker: app: yield activities 8 must be fewer than the worker's 8 activity slots"},
 		{[]string{"--pollers", "1"}, "worker: app: pollers 1: want 2 or more"},
+		{[]string{"--yield-activities", "-1"}, `want a count of 0 or more, or auto: "-1"`},
 	} {
 		var stderr bytes.Buffer
 		if code := Main(append([]string{"worker"}, tc.args...), io.Discard, &stderr); code != 2 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"go.temporal.io/sdk/worker"
@@ -78,6 +79,17 @@ func DefaultBuildID(id string) string {
 	return ReadBuildInfo().BuildID()
 }
 
+// YieldAuto is the Options.YieldActivities of a worker that keeps as many activities running
+// as its host has CPUs while it yields to interactive runs (fewer when it has fewer slots):
+// `worker --yield-activities auto`.
+const YieldAuto = -1
+
+// autoYield is YieldAuto's count for a worker of slots activity slots (0: the SDK's): the
+// host's CPUs, at most one fewer than the slots; 0, never yield, with one slot.
+func autoYield(slots int) int {
+	return min(runtime.NumCPU(), cmp.Or(slots, sdkDefaultSlots)-1)
+}
+
 // CheckCounts reports the first of o's slot and poller counts that New refuses, naming it
 // and its value. It reads nothing else, so that a command can check its flags before it
 // starts anything.
@@ -88,7 +100,7 @@ func (o Options) CheckCounts() error {
 	if o.InteractiveActivities < 0 {
 		return fmt.Errorf("app: interactive activities %d must not be negative", o.InteractiveActivities)
 	}
-	if o.YieldActivities < 0 {
+	if o.YieldActivities < 0 && o.YieldActivities != YieldAuto {
 		return fmt.Errorf("app: yield activities %d must not be negative", o.YieldActivities)
 	}
 	if slots := cmp.Or(o.MaxConcurrentActivities, sdkDefaultSlots); o.YieldActivities >= slots {
@@ -107,6 +119,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if err := o.CheckCounts(); err != nil {
 		return o, err
+	}
+	if o.YieldActivities == YieldAuto {
+		o.YieldActivities = autoYield(o.MaxConcurrentActivities)
 	}
 	if o.SessionStore == "" {
 		// Explicit options first, then the environment, then the per-user directory.

@@ -16,31 +16,52 @@ const yieldHold = 2 * time.Second
 // interactiveLoad is what the queues of one worker yield to (Options.YieldActivities): the
 // tasks its interactive lanes have in hand. The lanes' slot suppliers (laneSlots) count the
 // tasks; each queue's activity slot supplier (yieldSlots) issues fewer slots while any is in
-// hand, or ended less than hold ago. One load per worker, across all its queues: the CPU the
-// runs compete for is the host's.
+// hand, or ended less than hold ago, once the host's CPU is seen busy meanwhile.
+// One load per worker, across all its queues: the CPU the runs compete for is the host's.
 type interactiveLoad struct {
 	hold time.Duration
 	now  func() time.Time
+	// busy reports whether the host's CPU is busy (hostCPU.Busy). Where it is not, the
+	// drives wait on something else (a model's API) and yielding would gain nothing.
+	busy func() bool
 
 	mu      sync.Mutex
 	inHand  map[*worker.SlotPermit]struct{} // the lanes' permits with a task
 	lastEnd time.Time                       // when the lanes' last task ended
-	changed chan struct{}                   // closed and replaced at every change
+	// yield is whether the queues yield in the current episode: the lanes' tasks from one
+	// that came while none was in hand or held to the end of the hold after the last. It
+	// turns on when the host is seen busy in the episode and stays on to its end, so that
+	// the CPU the yield frees does not end the yield.
+	yield   bool
+	changed chan struct{} // closed and replaced at every change
 }
 
-func newInteractiveLoad(hold time.Duration) *interactiveLoad {
-	return &interactiveLoad{hold: hold, now: time.Now,
+func newInteractiveLoad(hold time.Duration, busy func() bool) *interactiveLoad {
+	return &interactiveLoad{hold: hold, now: time.Now, busy: busy,
 		inHand: make(map[*worker.SlotPermit]struct{}), changed: make(chan struct{})}
 }
 
-// yielding reports whether the queues yield now and, when they yield only for the hold,
-// until when. l.mu is held.
-func (l *interactiveLoad) yielding() (bool, time.Time) {
+// held reports whether the lanes have a task in hand or ended their last one less than hold
+// ago and, in the second case, until when. l.mu is held.
+func (l *interactiveLoad) held() (bool, time.Time) {
 	if len(l.inHand) > 0 {
 		return true, time.Time{}
 	}
 	until := l.lastEnd.Add(l.hold)
 	return l.now().Before(until), until
+}
+
+// yielding reports whether the queues yield now and, when they yield only for the hold,
+// until when. l.mu is held.
+func (l *interactiveLoad) yielding() (bool, time.Time) {
+	held, until := l.held()
+	if !held {
+		return false, time.Time{}
+	}
+	if !l.yield && l.busy() {
+		l.yield = true
+	}
+	return l.yield, until
 }
 
 // broadcast wakes every reservation waiting on l. l.mu is held.
@@ -60,6 +81,9 @@ func (s laneSlots) MarkSlotUsed(info worker.SlotMarkUsedInfo) {
 	s.SlotSupplier.MarkSlotUsed(info)
 	s.load.mu.Lock()
 	defer s.load.mu.Unlock()
+	if held, _ := s.load.held(); !held {
+		s.load.yield = s.load.busy()
+	}
 	s.load.inHand[info.Permit()] = struct{}{}
 	s.load.broadcast()
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -19,17 +20,19 @@ type slotInfo struct {
 
 func (i slotInfo) Permit() *worker.SlotPermit { return i.permit }
 
-// yieldFixture is one queue's activity slots and its lane's, on one load whose clock the
-// test moves.
+// yieldFixture is one queue's activity slots and its lane's, on one load whose clock and
+// host CPU (busy unless the test says otherwise) the test sets.
 type yieldFixture struct {
 	load  *interactiveLoad
 	clock time.Time
+	idle  bool // the host's CPU is not busy
 	queue *yieldSlots
 	lane  laneSlots
 }
 
 func newYieldFixture(hold time.Duration, slots, keep int) *yieldFixture {
-	f := &yieldFixture{load: newInteractiveLoad(hold), clock: time.Unix(1_000_000, 0)}
+	f := &yieldFixture{clock: time.Unix(1_000_000, 0)}
+	f.load = newInteractiveLoad(hold, func() bool { return !f.idle })
 	f.load.now = func() time.Time { return f.clock }
 	f.queue = &yieldSlots{max: slots, keep: keep, load: f.load}
 	f.lane = laneSlots{fixedSlots(4), f.load}
@@ -83,6 +86,40 @@ func TestYieldKeepsQueueSlotsWhileInteractiveTaskInHand(t *testing.T) {
 	assert.Len(t, f.reserveQueue(), 6, "after the hold, every slot")
 }
 
+// The queues yield from the moment the host's CPU is seen busy while an interactive task is
+// in hand (or held), to the end of the hold, though the CPU the yield frees leaves the host
+// idle; a run of tasks on an idle host does not make them yield.
+func TestYieldOnlyWhenHostBusy(t *testing.T) {
+	f := newYieldFixture(2*time.Second, 4, 1)
+	yielding := func() bool {
+		f.load.mu.Lock()
+		defer f.load.mu.Unlock()
+		busy, _ := f.load.yielding()
+		return busy
+	}
+	f.idle = true
+	task := f.laneTask(t)
+	running := f.reserveQueue()
+	assert.Len(t, running, 4, "the host's CPU is idle: every slot")
+
+	f.idle = false
+	assert.True(t, yielding(), "the host seen busy while the task is in hand")
+	f.idle = true
+	assert.True(t, yielding(), "the host idle again (what the yield freed): the queues still yield")
+	f.lane.ReleaseSlot(slotInfo{permit: task})
+	f.clock = f.clock.Add(time.Second)
+	assert.True(t, yielding(), "within the hold")
+
+	f.clock = f.clock.Add(time.Second)
+	assert.False(t, yielding(), "the hold over")
+	f.laneTask(t)
+	assert.False(t, yielding(), "a new task on an idle host")
+	for _, p := range running {
+		f.queue.ReleaseSlot(slotInfo{permit: p})
+	}
+	assert.Len(t, f.reserveQueue(), 4)
+}
+
 // A lane slot reserved for a poll that brought no task does not make the queues yield.
 func TestYieldIgnoresLaneSlotsNeverUsed(t *testing.T) {
 	f := newYieldFixture(2*time.Second, 3, 1)
@@ -124,4 +161,19 @@ func TestYieldReserveWaitsForTheLane(t *testing.T) {
 	}()
 	cancel()
 	assert.ErrorIs(t, <-got, context.Canceled)
+}
+
+// YieldAuto keeps as many activities as the host has CPUs, at most one fewer than the
+// worker's slots, and never yields with one slot.
+func TestAutoYield(t *testing.T) {
+	cpus := runtime.NumCPU()
+	assert.Equal(t, cpus, autoYield(0), "the SDK's 1000 slots")
+	assert.Equal(t, min(cpus, 1), autoYield(2))
+	assert.Zero(t, autoYield(1))
+	opts, err := Options{MaxConcurrentActivities: 1, YieldActivities: YieldAuto}.withDefaults()
+	require.NoError(t, err)
+	assert.Zero(t, opts.YieldActivities)
+	opts, err = Options{MaxConcurrentActivities: 8, YieldActivities: YieldAuto}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, min(cpus, 7), opts.YieldActivities)
 }

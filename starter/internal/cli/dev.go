@@ -24,7 +24,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task `QUEUE` of the worker")
 	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	slots := fs.Int("max-concurrent-activities", 0, "activity slots of the worker (default: the Temporal SDK's)")
-	yield := fs.Int("yield-activities", 0, "while an interactive run has a task in hand on the worker (and for 2s after), start a batch's drive only while fewer than `N` run, to leave the interactive run the CPU (default 0: never yield)")
+	yield := 0
+	fs.Var(app.YieldFlag(&yield), "yield-activities", "while an interactive run has a task in hand on the worker (and for 2s after), once the host's CPU is seen busy (more than half in use over a second), start a batch's drive only while fewer than `N` run, to leave the interactive run the CPU; auto: as many as the host has CPUs; 0 never yields (default 0)")
 	tlsCert := fs.String("tls-cert", "", "serve the frontend over TLS with the certificate `FILE` (PEM; needs --tls-key)")
 	tlsKey := fs.String("tls-key", "", "private key `FILE` of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by a CA of `FILE` (mutual TLS)")
@@ -32,7 +33,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
 	}
-	workerOpts := app.Options{TaskQueue: *taskQueue, MaxConcurrentActivities: *slots, YieldActivities: *yield}
+	workerOpts := app.Options{TaskQueue: *taskQueue, MaxConcurrentActivities: *slots, YieldActivities: yield}
 	if !*noWorker {
 		// Checked before the server starts, so that a bad count costs nothing.
 		if err := workerOpts.CheckCounts(); err != nil {

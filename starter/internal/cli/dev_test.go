@@ -71,7 +71,7 @@ func TestDevRefusesBadWorkerCounts(t *testing.T) {
 		want  string
 	}{
 		{[]string{"--max-concurrent-activities", "-1"}, "max concurrent activities -1 must not be negative"},
-		{[]string{"--yield-activities", "-2"}, "yield activities -2 must not be negative"},
+		{[]string{"--yield-activities", "-2"}, `invalid value "-2" for flag -yield-activities: want a count of 0 or more, or auto`},
 		{[]string{"--max-concurrent-activities", "4", "--yield-activities", "4"}, "yield activities 4 must be fewer than the worker's 4 activity slots"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -159,15 +159,15 @@ type Options struct {
 	// when its host's CPU is busy: while any of its interactive lanes has a task in hand, or
 	// had one less than 2 s ago, each queue starts a new activity (a batch's drive) only
 	// while fewer than YieldActivities run, from the moment more than half of the host's CPU
-	// time was in use over a second meanwhile. A drive already running
-	// finishes. Priority and the lanes keep an interactive run's tasks from queueing behind
-	// a batch's; on a host the batches keep busy, its tasks still wait for the CPU, which
-	// this frees (docs/benchmarks.md, "Interactive latency under batches"). The cost is the
-	// batches' rate while interactive runs are in hand, and only where the CPU was busy:
-	// drives that wait on a model's API leave it idle. The host's CPU is read from Linux's
-	// /proc/stat; elsewhere the worker never yields. YieldAuto keeps as many as the host has
-	// CPUs; 0 never yields. It must be fewer than MaxConcurrentActivities (the SDK's 1000
-	// when that is 0).
+	// time was in use over a second meanwhile. A drive already running finishes. Priority
+	// and the lanes keep an interactive run's tasks from queueing behind a batch's; on a
+	// host the batches keep busy, its tasks still wait for the CPU, which this frees
+	// (docs/benchmarks.md, "Interactive latency under batches"). The cost is the batches'
+	// rate while interactive runs are in hand, and only where the CPU was busy: drives that
+	// wait on a model's API leave it idle. The host's CPU is read from Linux's /proc/stat;
+	// elsewhere the worker never yields. YieldAuto keeps as many as the host has CPUs; 0
+	// never yields. It must be fewer than MaxConcurrentActivities (the SDK's 1000 when that
+	// is 0).
 	YieldActivities int
 	// Workflows registers the workflows on each queue's worker; nil means
 	// workflows.RegisterWithOptions with the interactive lane on. Tests register another

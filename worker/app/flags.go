@@ -36,7 +36,10 @@ func YieldFlag(n *int) flag.Value { return yieldFlag{n} }
 type yieldFlag struct{ n *int }
 
 func (f yieldFlag) String() string {
-	if f.n == nil || *f.n == YieldAuto {
+	switch {
+	case f.n == nil: // the flag package's zero value, which PrintDefaults compares with
+		return "0"
+	case *f.n == YieldAuto:
 		return "auto"
 	}
 	return strconv.Itoa(*f.n)

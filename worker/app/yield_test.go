@@ -177,3 +177,20 @@ func TestAutoYield(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, min(cpus, 7), opts.YieldActivities)
 }
+
+// --yield-activities reads auto as YieldAuto and a count as itself, refuses anything else,
+// and says back what it read.
+func TestYieldFlag(t *testing.T) {
+	n := 0
+	f := YieldFlag(&n)
+	require.NoError(t, f.Set("auto"))
+	assert.Equal(t, YieldAuto, n)
+	assert.Equal(t, "auto", f.String())
+	require.NoError(t, f.Set("3"))
+	assert.Equal(t, 3, n)
+	assert.Equal(t, "3", f.String())
+	for _, bad := range []string{"-1", "many", ""} {
+		assert.ErrorContains(t, f.Set(bad), "want a count of 0 or more, or auto", "%q", bad)
+	}
+	assert.Equal(t, 3, n, "a refused value changes nothing")
+}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -444,12 +446,14 @@ func mostAtOnce(spans []span, from, to time.Time) int {
 }
 
 // busyHost keeps every CPU of the host busy with processes of its own, as other work on a
-// shared host does, until the test ends; it returns once a worker's reading of the host's
-// CPU (every second) has seen them.
+// shared host does, until the test ends; it returns after 2.5 s, by when a worker's reading
+// of the host's CPU (every second) has seen them for a whole second. Each loop also ends
+// when this process is gone, so a test binary killed before its cleanup leaves none behind.
 func busyHost(t *testing.T) {
 	t.Helper()
+	loop := fmt.Sprintf("while kill -0 %d 2>/dev/null; do :; done", os.Getpid())
 	for range runtime.NumCPU() {
-		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		cmd := exec.Command("sh", "-c", loop)
 		require.NoError(t, cmd.Start())
 		t.Cleanup(func() {
 			_ = cmd.Process.Kill()

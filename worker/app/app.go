@@ -165,7 +165,7 @@ type Options struct {
 	// (docs/benchmarks.md, "Interactive latency under batches"). The cost is the batches'
 	// rate while interactive runs are in hand, and only where the CPU was busy: drives that
 	// wait on a model's API leave it idle. The host's CPU is read from Linux's /proc/stat;
-	// elsewhere the worker never yields. YieldAuto keeps as many as the host has CPUs; 0
+	// elsewhere the worker never yields. YieldAuto keeps as many as the worker may use CPUs; 0
 	// never yields. It must be fewer than MaxConcurrentActivities (the SDK's 1000 when that
 	// is 0).
 	YieldActivities int

@@ -90,7 +90,7 @@ Flags:
 	fs.IntVar(&opts.InteractiveActivities, "interactive-activities", 0,
 		"activity slots of each queue's interactive lane, where interactive runs (starter run, subflow.Start) run and batches never do (default: --max-concurrent-activities)")
 	fs.Var(YieldFlag(&opts.YieldActivities), "yield-activities",
-		"while an interactive run has a task in hand on this worker (and for 2s after), once the host's CPU is seen busy (more than half in use over a second), start a batch's drive only while fewer than `N` run on its queue, to leave the interactive run the CPU; auto: as many as the host has CPUs; 0 never yields (default 0)")
+		"while an interactive run has a task in hand on this worker (and for 2s after), once the host's CPU is seen busy (more than half in use over a second), start a batch's drive only while fewer than `N` run on its queue, to leave the interactive run the CPU; auto: as many as the worker may use CPUs (GOMAXPROCS); 0 never yields (default 0)")
 	fs.StringVar(&opts.SubagentProvider, "subagent-provider", "",
 		"provider of subagent tool calls that name none (default spawn)")
 	fs.Var(&opts.SubagentMaxDepth, "subagent-max-depth",

@@ -80,14 +80,15 @@ func DefaultBuildID(id string) string {
 }
 
 // YieldAuto is the Options.YieldActivities of a worker that keeps as many activities running
-// as its host has CPUs while it yields to interactive runs (fewer when it has fewer slots):
+// as it has CPUs while it yields to interactive runs (fewer when it has fewer slots):
 // `worker --yield-activities auto`.
 const YieldAuto = -1
 
 // autoYield is YieldAuto's count for a worker of slots activity slots (0: the SDK's): the
-// host's CPUs, at most one fewer than the slots; 0, never yield, with one slot.
+// CPUs the worker may use (GOMAXPROCS, which follows a container's CPU limit), at most one
+// fewer than the slots; 0, never yield, with one slot.
 func autoYield(slots int) int {
-	return min(runtime.NumCPU(), cmp.Or(slots, sdkDefaultSlots)-1)
+	return min(runtime.GOMAXPROCS(0), cmp.Or(slots, sdkDefaultSlots)-1)
 }
 
 // CheckCounts reports the first of o's slot and poller counts that New refuses, naming it

@@ -163,10 +163,10 @@ func TestYieldReserveWaitsForTheLane(t *testing.T) {
 	assert.ErrorIs(t, <-got, context.Canceled)
 }
 
-// YieldAuto keeps as many activities as the host has CPUs, at most one fewer than the
+// YieldAuto keeps as many activities as the worker may use CPUs, at most one fewer than the
 // worker's slots, and never yields with one slot.
 func TestAutoYield(t *testing.T) {
-	cpus := runtime.NumCPU()
+	cpus := runtime.GOMAXPROCS(0)
 	assert.Equal(t, cpus, autoYield(0), "the SDK's 1000 slots")
 	assert.Equal(t, min(cpus, 1), autoYield(2))
 	assert.Zero(t, autoYield(1))

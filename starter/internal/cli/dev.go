@@ -25,7 +25,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	metricsAddr := fs.String("metrics-addr", "", "serve the worker's Prometheus metrics on http://`ADDR`/metrics")
 	slots := fs.Int("max-concurrent-activities", 0, "activity slots of the worker (default: the Temporal SDK's)")
 	yield := 0
-	fs.Var(app.YieldFlag(&yield), "yield-activities", "while an interactive run has a task in hand on the worker (and for 2s after), once the host's CPU is seen busy (more than half in use over a second), start a batch's drive only while fewer than `N` run, to leave the interactive run the CPU; auto: as many as the host has CPUs; 0 never yields (default 0)")
+	fs.Var(app.YieldFlag(&yield), "yield-activities", "while an interactive run has a task in hand on the worker (and for 2s after), once the host's CPU is seen busy (more than half in use over a second), start a batch's drive only while fewer than `N` run, to leave the interactive run the CPU; auto: as many as the worker may use CPUs (GOMAXPROCS); 0 never yields (default 0)")
 	tlsCert := fs.String("tls-cert", "", "serve the frontend over TLS with the certificate `FILE` (PEM; needs --tls-key)")
 	tlsKey := fs.String("tls-key", "", "private key `FILE` of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by a CA of `FILE` (mutual TLS)")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/subflow-dev/subflow"
 	"github.com/subflow-dev/subflow/bench/figures"
 	"github.com/subflow-dev/subflow/harness/model"
+	"github.com/subflow-dev/subflow/internal/hostcpu"
 	"github.com/subflow-dev/subflow/subagent"
 	"github.com/subflow-dev/subflow/worker/app"
 	"github.com/subflow-dev/subflow/workflows"
@@ -258,44 +258,15 @@ func queuedTime(b *testing.B, run client.WorkflowRun) time.Duration {
 }
 
 // busyDuring runs f and reports as metric the share of the machine's CPU time that was busy
-// meanwhile, where /proc/stat tells it (Linux); elsewhere it reports nothing.
+// meanwhile, as the yielding worker reads it (internal/hostcpu), where /proc/stat tells it
+// (Linux); elsewhere it reports nothing.
 func busyDuring(b *testing.B, metric string, f func()) {
-	before, ok := readMachineCPU()
+	before, err := hostcpu.Read(hostcpu.Path)
 	f()
-	after, ok2 := readMachineCPU()
-	if ok && ok2 && after.total > before.total {
-		b.ReportMetric(float64(after.busy-before.busy)/float64(after.total-before.total), metric)
+	after, err2 := hostcpu.Read(hostcpu.Path)
+	if err == nil && err2 == nil && after.Total > before.Total {
+		b.ReportMetric(after.BusyShareSince(before), metric)
 	}
-}
-
-// machineCPU is the machine's CPU time so far, from /proc/stat, in clock ticks: busy and in
-// all.
-type machineCPU struct{ busy, total int64 }
-
-func readMachineCPU() (machineCPU, bool) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return machineCPU{}, false
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	// cpu user nice system idle iowait irq softirq steal guest guest_nice: guest time is
-	// counted in user already, and steal (another VM's) is not this machine's work.
-	fields := strings.Fields(line)
-	if len(fields) < 9 || fields[0] != "cpu" {
-		return machineCPU{}, false
-	}
-	var c machineCPU
-	for i, f := range fields[1:9] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return machineCPU{}, false
-		}
-		c.total += n
-		if i < 3 || i == 5 || i == 6 {
-			c.busy += n
-		}
-	}
-	return c, true
 }
 
 // envYield is SUBFLOW_BENCH_YIELD read as `worker --yield-activities` reads its value, 0

@@ -36,6 +36,7 @@ import (
 	"github.com/subflow-dev/subflow/harness/session/storeopen"
 	"github.com/subflow-dev/subflow/harness/tools"
 	"github.com/subflow-dev/subflow/internal/childruntime"
+	"github.com/subflow-dev/subflow/internal/hostcpu"
 	"github.com/subflow-dev/subflow/internal/telemetry"
 	"github.com/subflow-dev/subflow/sdkproc"
 	"github.com/subflow-dev/subflow/subagent"
@@ -274,7 +275,7 @@ func New(c client.Client, opts Options) (w worker.Worker, cleanup func() error, 
 		}
 	}()
 	if opts.YieldActivities > 0 {
-		host, err := watchHostCPU(watching, procStat, hostSampleEvery)
+		host, err := watchHostCPU(watching, hostcpu.Path, hostSampleEvery)
 		if err != nil {
 			opts.Logger.Info("the worker never yields to interactive runs: it cannot tell whether its host's CPU is busy",
 				zap.Int("yieldActivities", opts.YieldActivities), zap.Error(err))

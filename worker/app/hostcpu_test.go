@@ -22,26 +22,6 @@ func writeStat(t *testing.T, path string, user, idle int) {
 	require.NoError(t, os.Rename(tmp, path))
 }
 
-// readCPUTimes sums the cpu line's first eight fields, iowait counted as idle, and names
-// the file in its errors.
-func TestReadCPUTimes(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "stat")
-	require.NoError(t, os.WriteFile(path, []byte("cpu  10 1 5 100 20 2 3 4 7 9\n"), 0o600))
-	got, err := readCPUTimes(path)
-	require.NoError(t, err)
-	assert.Equal(t, cpuTimes{idle: 120, total: 145}, got, "guest times are in user already")
-	assert.InDelta(t, 0.5, cpuTimes{idle: 170, total: 245}.busyShareSince(got), 1e-9)
-	assert.Zero(t, got.busyShareSince(got), "no time passed")
-
-	for _, bad := range []string{"intr 1 2 3\n", "cpu  1 x 3 4 5\n", "cpu 1 2\n", ""} {
-		require.NoError(t, os.WriteFile(path, []byte(bad), 0o600))
-		_, err := readCPUTimes(path)
-		assert.ErrorContains(t, err, path, "%q", bad)
-	}
-	_, err = readCPUTimes(filepath.Join(t.TempDir(), "absent"))
-	assert.Error(t, err)
-}
-
 // watchHostCPU reads the host as busy once more than half of the CPU time between two
 // readings was in use, and as not busy again when it is under.
 func TestWatchHostCPU(t *testing.T) {
@@ -62,14 +42,4 @@ func TestWatchHostCPU(t *testing.T) {
 
 	_, err = watchHostCPU(ctx, filepath.Join(t.TempDir(), "absent"), time.Millisecond)
 	assert.Error(t, err, "a host whose CPU times cannot be read")
-}
-
-// On Linux the host's own /proc/stat reads.
-func TestReadProcStat(t *testing.T) {
-	if _, err := os.Stat(procStat); err != nil {
-		t.Skipf("no %s: %v", procStat, err)
-	}
-	got, err := readCPUTimes(procStat)
-	require.NoError(t, err)
-	assert.Greater(t, got.total, got.idle)
 }

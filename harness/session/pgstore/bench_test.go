@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subflow-dev/subflow/harness/session"
+	"github.com/subflow-dev/subflow/harness/session/storetest"
 )
 
 // chunks returns n chunk events numbered from first.
@@ -81,4 +82,10 @@ func BenchmarkLoad10k(b *testing.B) {
 			b.Fatal(err, len(got))
 		}
 	}
+}
+
+// BenchmarkBatchTask: see storetest.BenchmarkBatchTask (the file store's benchmark of the same
+// name).
+func BenchmarkBatchTask(b *testing.B) {
+	storetest.BenchmarkBatchTask(b, open(b, freshSchema(b)))
 }

@@ -2,7 +2,8 @@
 // and Leaser doc comments promise, checked the same way for the file store and for Postgres.
 //
 // A store's own tests add what only it can show (torn lines of a file, a crashed process
-// holding a lease); this suite needs nothing but the Store.
+// holding a lease); this suite needs nothing but the Store. BenchmarkBatchTask measures a
+// store the same way for both.
 package storetest
 
 import (

@@ -226,21 +226,12 @@ func batchRunsQuery(id string) string {
 // id and its task number unless the task named its own, its run id is kept as 16 bytes, and
 // the children's task queues share their strings.
 type closedChildren struct {
-	batch string
-	tasks int // the batch's count of tasks: task numbers run 0 … tasks-1
-	// chunks holds task n's entry at chunks[n/closedChunk][n%closedChunk]; a chunk is nil until
-	// a task in it is listed.
-	chunks [][]closedChild
-	end    int // one past the highest task number listed
+	batch  string
+	tasks  int           // the batch's count of tasks: task numbers run 0 … tasks-1
+	byTask []closedChild // up to the highest task number listed
 	queues map[string]string
 	count  int
 }
-
-// closedChunk is how many entries closedChildren allocates at once: a chunk is allocated
-// when a task in it is first listed, whatever order visibility lists them in, and never
-// copied. One table grown to each new highest task number allocated 53–61 MB to list 100,000
-// tasks whose entries hold 5.6 MB, the old and the new table live together at each growth.
-const closedChunk = 4096
 
 // closedChild is one closed child of closedChildren; closed is false for a task whose child
 // is not known to have closed.
@@ -254,26 +245,13 @@ type closedChild struct {
 
 // newClosedChildren holds nothing until children are added: the batch's count of tasks comes
 // from its input, which any client may have written, so it bounds the task numbers accepted
-// and the last chunk's size, but sizes nothing.
+// but sizes nothing.
 func newClosedChildren(batch string, tasks int) *closedChildren {
 	return &closedChildren{batch: batch, tasks: tasks, queues: map[string]string{}}
 }
 
-// entry is task n's entry, nil when no task of its chunk was listed.
-func (cs *closedChildren) entry(n int) *closedChild {
-	if n < 0 || n >= cs.end {
-		return nil
-	}
-	chunk := cs.chunks[n/closedChunk]
-	if chunk == nil {
-		return nil
-	}
-	return &chunk[n%closedChunk]
-}
-
 func (cs *closedChildren) has(n int) bool {
-	e := cs.entry(n)
-	return e != nil && e.closed
+	return n >= 0 && n < len(cs.byTask) && cs.byTask[n].closed
 }
 
 // add keeps ch when it closed and its task has no closed child yet. A task number outside
@@ -282,14 +260,9 @@ func (cs *closedChildren) add(ch listedChild) {
 	if ch.close == 0 || ch.index < 0 || ch.index >= cs.tasks || cs.has(ch.index) {
 		return
 	}
-	c := ch.index / closedChunk
-	for len(cs.chunks) <= c {
-		cs.chunks = append(cs.chunks, nil)
+	if ch.index >= len(cs.byTask) {
+		cs.byTask = append(cs.byTask, make([]closedChild, ch.index+1-len(cs.byTask))...)
 	}
-	if cs.chunks[c] == nil {
-		cs.chunks[c] = make([]closedChild, min(closedChunk, cs.tasks-c*closedChunk))
-	}
-	cs.end = max(cs.end, ch.index+1)
 	q, ok := cs.queues[ch.taskQueue]
 	if !ok {
 		q = ch.taskQueue
@@ -302,13 +275,13 @@ func (cs *closedChildren) add(ch listedChild) {
 	} else {
 		e.execution = &commonpb.WorkflowExecution{WorkflowId: ch.execution.GetWorkflowId(), RunId: ch.execution.GetRunId()}
 	}
-	*cs.entry(ch.index) = e
+	cs.byTask[ch.index] = e
 	cs.count++
 }
 
 // execution is the workflow execution of task n's closed child.
 func (cs *closedChildren) execution(n int) *commonpb.WorkflowExecution {
-	e := cs.entry(n)
+	e := cs.byTask[n]
 	if e.execution != nil {
 		return e.execution
 	}
@@ -491,7 +464,7 @@ func emitResults(ctx context.Context, c tclient.Client, children *closedChildren
 	queue := make(chan *fetch, batchResultFetchers)
 	go func() {
 		defer close(queue)
-		for n := range children.end {
+		for n := range children.byTask {
 			if !children.has(n) {
 				continue
 			}
@@ -503,7 +476,7 @@ func emitResults(ctx context.Context, c tclient.Client, children *closedChildren
 			}
 			go func() {
 				defer close(f.done)
-				f.r, f.err = childResult(ctx, c, n, children.execution(n), *children.entry(n))
+				f.r, f.err = childResult(ctx, c, n, children.execution(n), children.byTask[n])
 			}()
 		}
 	}()

@@ -1,7 +1,6 @@
 package subflow
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -48,45 +47,18 @@ func TestClosedChildrenKeepEachRun(t *testing.T) {
 	assert.False(t, cs.has(3), "a run still open is not a result")
 	assert.False(t, cs.has(4))
 	assert.False(t, cs.has(-1))
-	assert.Equal(t, 3, cs.end, "the table reaches the highest task listed, not past it")
-	assert.Len(t, cs.chunks[0], 4, "a batch smaller than a chunk allocates its own count")
+	assert.Len(t, cs.byTask, 3, "the table reaches the highest task listed, not past it")
 
 	// The count of tasks comes from the batch's input, which any client writes: it sizes
-	// nothing but the last chunk.
+	// nothing.
 	huge := newClosedChildren(batch, 1<<50)
-	assert.Empty(t, huge.chunks)
+	assert.Empty(t, huge.byTask)
 	huge.add(listedChild{index: 1, execution: own, start: 0, close: 7, taskQueue: "q"})
-	require.Len(t, huge.chunks, 1)
-	assert.Len(t, huge.chunks[0], closedChunk)
-	assert.Equal(t, int64(500), cs.entry(0).durationMs, "the first closed run of a task is kept")
-	assert.Equal(t, int64(0), cs.entry(2).durationMs, "a close before the start is no negative duration")
-	assert.Equal(t, "host-q", cs.entry(1).taskQueue)
-	assert.Nil(t, cs.entry(0).execution, "a derived workflow id is not stored")
-}
-
-// TestClosedChildrenOutOfOrder: visibility lists children in its own order; tasks listed
-// across chunks, the highest first, are each found, and a chunk no listed task falls in
-// stays unallocated.
-func TestClosedChildrenOutOfOrder(t *testing.T) {
-	const batch = "batch-1"
-	tasks := 3*closedChunk + 10
-	cs := newClosedChildren(batch, tasks)
-	listed := []int{tasks - 1, 5, closedChunk - 1, tasks - 2}
-	for _, n := range listed {
-		cs.add(listedChild{index: n, execution: &commonpb.WorkflowExecution{WorkflowId: workflows.BatchChildWorkflowID(batch, n), RunId: uuid.NewString()}, start: 1, close: int64(2 + n), taskQueue: "q"})
-	}
-	assert.Equal(t, len(listed), cs.count)
-	assert.Equal(t, tasks, cs.end)
-	for n := range tasks {
-		assert.Equal(t, slices.Contains(listed, n), cs.has(n), "task %d", n)
-	}
-	for _, n := range listed {
-		assert.Equal(t, workflows.BatchChildWorkflowID(batch, n), cs.execution(n).GetWorkflowId())
-		assert.Equal(t, int64(1+n), cs.entry(n).durationMs)
-	}
-	assert.Nil(t, cs.chunks[1], "no task listed in the second chunk")
-	assert.Nil(t, cs.chunks[2], "no task listed in the third chunk")
-	assert.Len(t, cs.chunks[3], 10, "the last chunk holds the batch's last tasks only")
+	assert.Len(t, huge.byTask, 2)
+	assert.Equal(t, int64(500), cs.byTask[0].durationMs, "the first closed run of a task is kept")
+	assert.Equal(t, int64(0), cs.byTask[2].durationMs, "a close before the start is no negative duration")
+	assert.Equal(t, "host-q", cs.byTask[1].taskQueue)
+	assert.Nil(t, cs.byTask[0].execution, "a derived workflow id is not stored")
 }
 
 // TestChildOfTakesOnlyTheBatchsChildren: a run carrying the batch's search attribute and a

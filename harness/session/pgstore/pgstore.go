@@ -283,42 +283,66 @@ func (s *Store) Sync(ctx context.Context, id string) error {
 	return nil
 }
 
-// Load returns the header and the whole log (see session.Store), read in one repeatable-read
-// transaction so both come from the same moment. It fails with session.ErrCorrupt if the
-// stored seqs are not dense from 0.
+// loadSQL reads a session's header (the row of seq -1) and its log in one statement, so
+// both come from the statement's one snapshot, in one round trip: a transaction would take
+// four (begin, two queries, commit), and a batch task loads its sessions six times.
+const loadSQL = `
+SELECT -1 AS seq, '' AS type, 'epoch'::timestamptz AS time, header::json AS data FROM subflow_sessions WHERE id = $1
+UNION ALL
+SELECT seq, type, time, data FROM subflow_events WHERE session_id = $1
+ORDER BY seq`
+
+// Load returns the header and the whole log (see session.Store), read by one statement so
+// both come from the same moment. It fails with session.ErrCorrupt if the stored seqs are not
+// dense from 0.
 func (s *Store) Load(ctx context.Context, id string) (session.Header, []session.Event, error) {
 	if err := session.ValidateID(id); err != nil {
 		return session.Header{}, nil, opErr("load", id, err)
 	}
-	var h session.Header
-	var events []session.Event
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		if h, err = s.header(ctx, tx, id); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, "SELECT seq, type, time, data FROM subflow_events WHERE session_id = $1 ORDER BY seq", id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var e session.Event
-			var data []byte
-			if err := rows.Scan(&e.Seq, &e.Type, &e.Time, &data); err != nil {
-				return err
-			}
-			if want := int64(len(events)); e.Seq != want {
-				return fmt.Errorf("%w: row has seq %d, want %d", session.ErrCorrupt, e.Seq, want)
-			}
-			e.Time = e.Time.UTC()
-			e.Data = data
-			events = append(events, e)
-		}
-		return rows.Err()
-	})
+	h, events, err := s.load(ctx, id)
 	if err != nil {
 		return session.Header{}, nil, opErr("load", id, err)
+	}
+	return h, events, nil
+}
+
+func (s *Store) load(ctx context.Context, id string) (session.Header, []session.Event, error) {
+	rows, err := s.pool.Query(ctx, loadSQL, id)
+	if err != nil {
+		return session.Header{}, nil, err
+	}
+	defer rows.Close()
+	var h session.Header
+	var events []session.Event
+	found := false
+	for rows.Next() {
+		var e session.Event
+		var data []byte
+		if err := rows.Scan(&e.Seq, &e.Type, &e.Time, &data); err != nil {
+			return session.Header{}, nil, err
+		}
+		if !found {
+			if e.Seq != -1 {
+				break // no header: no session (the foreign key keeps no event without one)
+			}
+			if err := json.Unmarshal(data, &h); err != nil {
+				return session.Header{}, nil, fmt.Errorf("%w: header: %v", session.ErrCorrupt, err)
+			}
+			found = true
+			continue
+		}
+		if want := int64(len(events)); e.Seq != want {
+			return session.Header{}, nil, fmt.Errorf("%w: row has seq %d, want %d", session.ErrCorrupt, e.Seq, want)
+		}
+		e.Time = e.Time.UTC()
+		e.Data = data
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return session.Header{}, nil, err
+	}
+	if !found {
+		return session.Header{}, nil, session.ErrNotFound
 	}
 	return h, events, nil
 }

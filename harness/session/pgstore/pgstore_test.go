@@ -70,6 +70,37 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) session.Store { return open(t, dsn) })
 }
 
+// TestLoadRejectsGaps: a log whose rows skip a seq (written behind the store's back) is
+// reported corrupt, not returned short; the rows before the gap load as written.
+func TestLoadRejectsGaps(t *testing.T) {
+	dsn := freshSchema(t)
+	s := open(t, dsn)
+	h := session.Header{ID: "s", Cwd: "/"}
+	require.NoError(t, s.Create(ctx, h))
+	events := []session.Event{
+		{Seq: 0, Type: "user", Time: time.Unix(1, 0).UTC(), Data: []byte(`{"text":"a"}`)},
+		{Seq: 1, Type: "assistant", Time: time.Unix(2, 0).UTC(), Data: []byte(`{"text":"b"}`)},
+	}
+	require.NoError(t, s.Append(ctx, "s", events...))
+	gotH, got, err := s.Load(ctx, "s")
+	require.NoError(t, err)
+	assert.True(t, gotH.Equal(h), "header %+v", gotH)
+	assert.Equal(t, events, got)
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `INSERT INTO subflow_events (session_id, seq, type, time, data) VALUES ('s', 3, 'user', now(), '{}')`)
+	require.NoError(t, err)
+	_, _, err = s.Load(ctx, "s")
+	assert.ErrorIs(t, err, session.ErrCorrupt)
+	assert.ErrorContains(t, err, "session: load s: ")
+	assert.ErrorContains(t, err, "row has seq 3, want 2")
+
+	_, _, err = s.Load(ctx, "absent")
+	assert.ErrorIs(t, err, session.ErrNotFound)
+}
+
 func TestOpenCreatesSchemaOnceUnderRaces(t *testing.T) {
 	dsn := freshSchema(t)
 	var wg sync.WaitGroup

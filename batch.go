@@ -100,7 +100,7 @@ func RunningBatchSummary(ctx context.Context, c tclient.Client, desc *workflowse
 func countBatchChildren(ctx context.Context, c tclient.Client, id string) (closed, running int, err error) {
 	// The attribute is the run's own word; its parent, the server's: only the batch's
 	// children count (childOf checks the same when the results are read).
-	query := batchRunsQuery(id) + fmt.Sprintf(" AND ParentWorkflowId = %q", id)
+	query := workflows.BatchRunsQuery(id) + fmt.Sprintf(" AND ParentWorkflowId = %q", id)
 	count := func(q string) (int, error) {
 		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q})
 		if err != nil {
@@ -197,7 +197,7 @@ func childOf(info *workflowpb.WorkflowExecutionInfo, batch string) (ch listedChi
 // (SubagentBatch = id) and the batch started (childOf), with its task number from the memo,
 // a page of the list at a time.
 func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(listedChild)) error {
-	query := batchRunsQuery(id)
+	query := workflows.BatchRunsQuery(id)
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: batchListPage})
@@ -221,11 +221,6 @@ func eachBatchChild(ctx context.Context, c tclient.Client, id string, each func(
 // one or two live pages; the starter 1.22 × at 100,000 tasks against 1,000). Pages of 100
 // lower its peak by about 15 MB, in the same time.
 const batchListPage = 100
-
-// batchRunsQuery is the visibility query of the StartSubagent runs that carry batch id.
-func batchRunsQuery(id string) string {
-	return fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", id, workflows.WorkflowName)
-}
 
 // closedChildren is what reading the results of a batch's closed children needs, indexed by
 // task number. It holds one small entry per task, not what visibility lists, so that a batch

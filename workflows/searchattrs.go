@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -46,4 +47,11 @@ func LabelAttribute(label string) string {
 		}
 		return r
 	}, label)
+}
+
+// BatchRunsQuery is the visibility query of the StartSubagent runs that carry batch's
+// SubagentBatch. Any client may set that attribute on a run of its own: a reader keeps only
+// the runs whose parent is the batch.
+func BatchRunsQuery(batch string) string {
+	return fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", batch, WorkflowName)
 }

@@ -283,14 +283,15 @@ func (s *Store) Sync(ctx context.Context, id string) error {
 	return nil
 }
 
-// loadSQL reads a session's header (the row of seq -1) and its log in one statement, so
-// both come from the statement's one snapshot, in one round trip: a transaction would take
-// four (begin, two queries, commit), and a batch task loads its sessions six times.
+// loadSQL reads a session's header (the row of part 0) and its log (part 1) in one
+// statement, so both come from the statement's one snapshot, in one round trip: a
+// transaction would take four (begin, two queries, commit), and a batch task loads its
+// sessions six times.
 const loadSQL = `
-SELECT -1 AS seq, '' AS type, 'epoch'::timestamptz AS time, header::json AS data FROM subflow_sessions WHERE id = $1
+SELECT 0 AS part, 0::bigint AS seq, '' AS type, 'epoch'::timestamptz AS time, header::json AS data FROM subflow_sessions WHERE id = $1
 UNION ALL
-SELECT seq, type, time, data FROM subflow_events WHERE session_id = $1
-ORDER BY seq`
+SELECT 1, seq, type, time, data FROM subflow_events WHERE session_id = $1
+ORDER BY part, seq`
 
 // Load returns the header and the whole log (see session.Store), read by one statement so
 // both come from the same moment. It fails with session.ErrCorrupt if the stored seqs are not
@@ -316,13 +317,14 @@ func (s *Store) load(ctx context.Context, id string) (session.Header, []session.
 	var events []session.Event
 	found := false
 	for rows.Next() {
+		var part int
 		var e session.Event
 		var data []byte
-		if err := rows.Scan(&e.Seq, &e.Type, &e.Time, &data); err != nil {
+		if err := rows.Scan(&part, &e.Seq, &e.Type, &e.Time, &data); err != nil {
 			return session.Header{}, nil, err
 		}
 		if !found {
-			if e.Seq != -1 {
+			if part != 0 {
 				break // no header: no session (the foreign key keeps no event without one)
 			}
 			if err := json.Unmarshal(data, &h); err != nil {

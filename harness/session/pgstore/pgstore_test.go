@@ -70,8 +70,9 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) session.Store { return open(t, dsn) })
 }
 
-// TestLoadRejectsGaps: a log whose rows skip a seq (written behind the store's back) is
-// reported corrupt, not returned short; the rows before the gap load as written.
+// TestLoadRejectsGaps: a log whose rows skip a seq or hold a negative one (written behind
+// the store's back) is reported corrupt, not returned short or taken for the header; a whole
+// log loads as written.
 func TestLoadRejectsGaps(t *testing.T) {
 	dsn := freshSchema(t)
 	s := open(t, dsn)
@@ -96,6 +97,14 @@ func TestLoadRejectsGaps(t *testing.T) {
 	assert.ErrorIs(t, err, session.ErrCorrupt)
 	assert.ErrorContains(t, err, "session: load s: ")
 	assert.ErrorContains(t, err, "row has seq 3, want 2")
+
+	_, err = conn.Exec(ctx, `DELETE FROM subflow_events WHERE seq = 3`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `INSERT INTO subflow_events (session_id, seq, type, time, data) VALUES ('s', -1, 'user', now(), '{}')`)
+	require.NoError(t, err)
+	_, _, err = s.Load(ctx, "s")
+	assert.ErrorIs(t, err, session.ErrCorrupt)
+	assert.ErrorContains(t, err, "row has seq -1, want 0")
 
 	_, _, err = s.Load(ctx, "absent")
 	assert.ErrorIs(t, err, session.ErrNotFound)

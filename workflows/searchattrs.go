@@ -55,3 +55,10 @@ func LabelAttribute(label string) string {
 func BatchRunsQuery(batch string) string {
 	return fmt.Sprintf("SubagentBatch = %q AND WorkflowType = %q", batch, WorkflowName)
 }
+
+// BatchRunsPage is the page size in which a client lists a batch's runs with
+// BatchRunsQuery. Decoding a listed run allocates about 14 KB, and a decoded page stays live
+// until the next is asked for: with pages of 1,000 a reader's peak grew with the batch's
+// count of pages (the starter 1.22 × at 100,000 tasks against 1,000; 1.15 × with pages of
+// 100, in the same time).
+const BatchRunsPage = 100

@@ -145,7 +145,7 @@ func batchTaskRun(ctx context.Context, c client.Client, batch string, n int, lab
 	var found []string
 	var token []byte
 	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: transcriptListPage, NextPageToken: token})
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: workflows.BatchRunsPage, NextPageToken: token})
 		if err != nil {
 			return "", fmt.Errorf("list the runs of batch %s: %w", batch, err)
 		}
@@ -182,10 +182,6 @@ func batchTaskRun(ctx context.Context, c client.Client, batch string, n int, lab
 	}
 	return "", fmt.Errorf("batch %s has %d runs of %s: %s; name one by its workflow id", batch, len(found), what, strings.Join(found, ", "))
 }
-
-// transcriptListPage is the page size of batchTaskRun's listing: a listed run decodes to
-// about 14 KB, and only the matching ids are kept, so a page bounds its memory.
-const transcriptListPage = 100
 
 // printTranscript prints tr in order, one entry a paragraph.
 func printTranscript(w io.Writer, id string, st workflows.Status, tr *subagent.Transcript) {

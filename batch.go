@@ -315,6 +315,10 @@ type BatchResultsOptions struct {
 	Wait time.Duration
 	// Missing, when set, is called each time the missing tasks change while waiting.
 	Missing func(MissingResults)
+	// Namespace is the client's namespace (default "default"), where the results are read
+	// from the batch's own history. In another namespace than the client's, that history
+	// is not found and each result is read from its child's run, more slowly.
+	Namespace string
 }
 
 // MissingResults says which finished tasks of a batch have no result yet. Tasks lists their
@@ -434,7 +438,7 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 		case <-time.After(time.Second):
 		}
 	}
-	if err := emitResults(ctx, c, found, sum.StartErrors, emit); err != nil {
+	if err := emitResults(ctx, c, opts.Namespace, found, sum.StartErrors, emit); err != nil {
 		return err
 	}
 	if short != nil {
@@ -446,7 +450,7 @@ func StreamBatchResults(ctx context.Context, c tclient.Client, id string, opts B
 // emitResults reads the results of the closed children in task order, batchResultFetchers
 // ahead of the one emitted, and passes them to emit interleaved with the tasks that could not
 // start (startErrors), all in task order.
-func emitResults(ctx context.Context, c tclient.Client, children *closedChildren, startErrors []workflows.BatchResult,
+func emitResults(ctx context.Context, c tclient.Client, namespace string, children *closedChildren, startErrors []workflows.BatchResult,
 	emit func(workflows.BatchResult) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -457,6 +461,7 @@ func emitResults(ctx context.Context, c tclient.Client, children *closedChildren
 	}
 	// The channel's capacity is the read-ahead: a fetch starts when it is queued.
 	queue := make(chan *fetch, batchResultFetchers)
+	history := newBatchHistory(c, cmp.Or(namespace, "default"), children.batch)
 	go func() {
 		defer close(queue)
 		for n := range children.byTask {
@@ -469,9 +474,11 @@ func emitResults(ctx context.Context, c tclient.Client, children *closedChildren
 			case <-ctx.Done():
 				return
 			}
+			ex := children.execution(n)
+			held := history.take(ctx, n, ex)
 			go func() {
 				defer close(f.done)
-				f.r, f.err = childResult(ctx, c, n, children.execution(n), children.byTask[n])
+				f.r, f.err = childResult(ctx, c, n, ex, children.byTask[n], held)
 			}()
 		}
 	}()
@@ -502,10 +509,15 @@ func emitResults(ctx context.Context, c tclient.Client, children *closedChildren
 	return nil
 }
 
-// childResult reads the result of ex, the closed child ch of task n.
-func childResult(ctx context.Context, c tclient.Client, n int, ex *commonpb.WorkflowExecution, ch closedChild) (workflows.BatchResult, error) {
+// childResult reads the result of ex, the closed child ch of task n: from held, the batch's
+// history, when it holds the result, else from the child's run.
+func childResult(ctx context.Context, c tclient.Client, n int, ex *commonpb.WorkflowExecution, ch closedChild, held heldResult) (workflows.BatchResult, error) {
 	var out workflows.Outcome
-	err := c.GetWorkflow(ctx, ex.GetWorkflowId(), ex.GetRunId()).Get(ctx, &out)
+	var err error
+	if held.result == nil || converter.GetDefaultDataConverter().FromPayloads(held.result, &out) != nil {
+		held, out = heldResult{}, workflows.Outcome{}
+		err = c.GetWorkflow(ctx, ex.GetWorkflowId(), ex.GetRunId()).Get(ctx, &out)
+	}
 	if ctx.Err() != nil {
 		return workflows.BatchResult{}, ctx.Err()
 	}
@@ -532,6 +544,10 @@ func childResult(ctx context.Context, c tclient.Client, n int, ex *commonpb.Work
 		r.Structured = res.Outcome.Result.Structured
 		r.EndMessage = res.Outcome.EndMessage
 		r.InputTokens, r.OutputTokens = res.Outcome.Usage.InputTokens, res.Outcome.Usage.OutputTokens
+	}
+	if held.result != nil {
+		r.Label = held.label
+		return r, nil
 	}
 	in, err := StartInputOf(ctx, c, ex.GetWorkflowId(), ex.GetRunId())
 	if err != nil {

@@ -172,7 +172,8 @@ const resultsWait = 2 * time.Minute
 // stderr.
 func resultsOptions(id string, wait time.Duration, stderr io.Writer) subflow.BatchResultsOptions {
 	return subflow.BatchResultsOptions{
-		Wait: wait,
+		Namespace: namespace(),
+		Wait:      wait,
 		Missing: func(m subflow.MissingResults) {
 			fmt.Fprintf(stderr, "starter: %v; waiting up to %v\n", &m, wait)
 		},

@@ -207,8 +207,9 @@ func (h *batchHistory) endedElsewhere(id int64) {
 
 // historyPageBatches is how many batches of events (one workflow task's each) a page of a
 // batch's history holds. The server's default page is 256 batches, about 2 MB of a batch's
-// history with its tasks' inputs and results, which a reader holds twice while decoding it.
-const historyPageBatches = 32
+// history with its tasks' inputs and results, which a reader holds twice while decoding it;
+// a batch that took its tasks in pages holds up to 160 KB in one batch of events.
+const historyPageBatches = 16
 
 // historyPages is a tclient.HistoryEventIterator over a run's history read in pages of
 // historyPageBatches (the client's own iterator reads the server's default pages).

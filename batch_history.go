@@ -32,7 +32,7 @@ type eventSource func(ctx context.Context, batch, runID string) tclient.HistoryE
 // after run along its continue-as-new chain, in the order they ended: a child that completed
 // has its result in the batch's ChildWorkflowExecutionCompleted event, and its task number
 // and label in the event that started it (its memo and its input). Read there, the results of
-// a few hundred children cost one page of history; read from each child's run, they cost two
+// a few dozen children cost one page of history; read from each child's run, they cost two
 // calls per child (its result and its first event), which were most of the time taken to
 // read a batch's results back. The batch's history is written by the batch's workflow alone,
 // so what it says of a child is the batch's word.

@@ -240,15 +240,11 @@ func (a *Activities) ReadResult(ctx context.Context, in workflows.ReadResultInpu
 	if err := a.resolveRequest(ctx, &in.Request, in.RequestRef); err != nil {
 		return workflows.Outcome{}, err
 	}
-	res, err := a.host.ReadResult(ctx, inprocess.ReadRequest{
+	res, hd, events, err := a.host.ReadResultLog(ctx, inprocess.ReadRequest{
 		ChildID: in.ChildID, Request: in.Request, Cancelled: in.Cancelled,
 	})
 	if err != nil {
 		return workflows.Outcome{}, err
-	}
-	hd, events, err := a.store.Load(ctx, in.ChildID)
-	if err != nil {
-		return workflows.Outcome{}, fmt.Errorf("activities: read result of %s: %w", in.ChildID, err)
 	}
 	log.Info("result read", zap.String("stopReason", string(res.StopReason)))
 	own := events[min(hd.SeedLength, int64(len(events))):]

@@ -178,11 +178,15 @@ func TestReadResultCancelledEndsATurnItsDriveLeftOpen(t *testing.T) {
 			Chunk: session.Chunk{Type: session.ChunkTextDelta, Text: "partial"}}),
 	}, 1)...))
 
-	res, err := f.host.ReadResult(context.Background(), ReadRequest{ChildID: id, Request: req, Cancelled: true})
+	res, hd, read, err := f.host.ReadResultLog(context.Background(), ReadRequest{ChildID: id, Request: req, Cancelled: true})
 	require.NoError(t, err)
 	assert.Equal(t, subagent.Result{Output: []session.Block{session.Text("partial")}, StopReason: subagent.StopAborted}, res)
 	events := f.events(t, id)
 	assert.Equal(t, session.TypeTurnEnd, events[len(events)-1].Type)
 	assert.Equal(t, session.TurnEndData{Turn: 1, Reason: session.EndReason{Kind: session.EndAborted, Cause: session.CauseParent}},
 		decode[session.TurnEndData](t, events[len(events)-1]))
+	// The log the result was read from is the stored one, the turn end appended: what the
+	// ReadResult activity reports the usage and the digest from, without loading it again.
+	assert.Equal(t, id, hd.ID)
+	assert.Equal(t, types(events), types(read))
 }

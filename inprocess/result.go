@@ -24,18 +24,28 @@ type ReadRequest struct {
 // of the last turn/end, and for a structured request the committed value — without one the
 // run is an error. A cancelled run that did not complete is aborted.
 func (h *Host) ReadResult(ctx context.Context, rr ReadRequest) (subagent.Result, error) {
+	res, _, _, err := h.ReadResultLog(ctx, rr)
+	return res, err
+}
+
+// ReadResultLog is ReadResult with the session the result was read from: its header and its
+// whole log (the parent's seed first, then the child's own events, with the turn end a
+// cancelled run's read appended), so that a caller reporting more of the run than its result
+// (its usage, its digest) need not load the session again.
+func (h *Host) ReadResultLog(ctx context.Context, rr ReadRequest) (subagent.Result, session.Header, []session.Event, error) {
 	hd, events, err := h.store.Load(ctx, rr.ChildID)
 	if err != nil {
-		return subagent.Result{}, fmt.Errorf("inprocess: read result of %s: %w", rr.ChildID, err)
+		return subagent.Result{}, hd, nil, fmt.Errorf("inprocess: read result of %s: %w", rr.ChildID, err)
 	}
 	if rr.Cancelled {
 		if _, live := h.Agent(rr.ChildID); !live {
 			if events, err = h.endUnfinished(ctx, hd.ID, events); err != nil {
-				return subagent.Result{}, err
+				return subagent.Result{}, hd, nil, err
 			}
 		}
 	}
-	return readResult(rr.ChildID, ownEvents(hd, events), rr.Request.HasOutputSchema(), rr.Cancelled)
+	res, err := readResult(rr.ChildID, ownEvents(hd, events), rr.Request.HasOutputSchema(), rr.Cancelled)
+	return res, hd, events, err
 }
 
 // endUnfinished appends turn/end aborted (cause parent) when the log ends inside a started

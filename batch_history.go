@@ -2,7 +2,6 @@ package subflow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -240,7 +239,7 @@ func (p *historyPages) HasNext() bool {
 
 func (p *historyPages) Next() (*historypb.HistoryEvent, error) {
 	if !p.HasNext() {
-		return nil, errors.New("no more events")
+		return nil, fmt.Errorf("history of %s run %s: no more events", p.execution.GetWorkflowId(), p.execution.GetRunId())
 	}
 	if len(p.events) == 0 {
 		err := p.err

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 
 	"github.com/subflow-dev/subflow"
@@ -21,8 +20,8 @@ import (
 // TestBatchResultsFromTheBatchHistory: a batch's results are read from the batch's own
 // history, each the same as read from the child's run (its answer, its label, its ids), and
 // without reading the children's histories when every child completed in the run that
-// started it; with children handed across continue-as-new, every task still has its result,
-// once and the same.
+// started it; with children handed across continue-as-new, or told a namespace the batch is
+// not in, every task still has its result, once and the same.
 func TestBatchResultsFromTheBatchHistory(t *testing.T) {
 	dir := t.TempDir()
 	answer := script(t, dir, `{"text": "from the child"}`)
@@ -36,17 +35,12 @@ func TestBatchResultsFromTheBatchHistory(t *testing.T) {
 	}
 	var childReads atomic.Int64
 	var batchID string
-	opts := env.srv.ClientOptions()
-	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-			if r, ok := req.(*workflowservice.GetWorkflowExecutionHistoryRequest); ok && r.GetExecution().GetWorkflowId() != batchID {
-				childReads.Add(1)
-			}
-			return invoker(ctx, method, req, reply, cc, callOpts...)
-		}))
-	c, err := client.Dial(opts)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	c := interceptedClient(t, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		if r, ok := req.(*workflowservice.GetWorkflowExecutionHistoryRequest); ok && r.GetExecution().GetWorkflowId() != batchID {
+			childReads.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, callOpts...)
+	})
 
 	for _, tc := range []struct {
 		name               string

@@ -27,17 +27,23 @@ import (
 // out the newest for a while: a gRPC interceptor trims ListWorkflowExecutions answers.
 func laggingClient(t *testing.T, until time.Time) client.Client {
 	t.Helper()
+	return interceptedClient(t, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, callOpts...)
+		if resp, ok := reply.(*workflowservice.ListWorkflowExecutionsResponse); ok && err == nil && time.Now().Before(until) {
+			resp.Executions = slices.DeleteFunc(resp.Executions, func(e *workflowpb.WorkflowExecutionInfo) bool {
+				return e.GetCloseTime() != nil
+			})
+		}
+		return err
+	})
+}
+
+// interceptedClient is a client of the shared server whose every unary call goes through
+// intercept, closed when the test ends.
+func interceptedClient(t *testing.T, intercept grpc.UnaryClientInterceptor) client.Client {
+	t.Helper()
 	opts := env.srv.ClientOptions()
-	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-			err := invoker(ctx, method, req, reply, cc, callOpts...)
-			if resp, ok := reply.(*workflowservice.ListWorkflowExecutionsResponse); ok && err == nil && time.Now().Before(until) {
-				resp.Executions = slices.DeleteFunc(resp.Executions, func(e *workflowpb.WorkflowExecutionInfo) bool {
-					return e.GetCloseTime() != nil
-				})
-			}
-			return err
-		}))
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(intercept))
 	c, err := client.Dial(opts)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
